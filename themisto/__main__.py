@@ -1,0 +1,5 @@
+import sys
+
+from themisto.cli import main
+
+sys.exit(main())

@@ -1,0 +1,55 @@
+"""The ``themisto`` command line: one module per subcommand, errors as one line.
+
+Each subcommand module exposes ``register(subparsers)``, which adds its parser
+and sets ``func`` to a callable taking the parsed namespace and returning an
+exit code. Modules are imported here so ``themisto --help`` lists them all;
+heavy libraries are imported inside the ``func`` bodies to keep start-up fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from themisto import __version__
+from themisto.exceptions import ThemistoError
+
+# The order in which subcommands appear in ``themisto --help``.
+SUBCOMMANDS = ["record", "build", "show", "import_zenodo", "eval", "report", "stability"]
+
+EXIT_BAD_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="themisto", description="Record Jupyter trajectories and benchmark models on them."
+    )
+    parser.add_argument("--version", action="version", version=f"themisto {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"themisto.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"themisto.cli.{name}":
+                raise
+            continue  # a subcommand not built yet
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ThemistoError as exc:
+        print(f"themisto {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"themisto {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""The trajectory step schema, JSONL reading and writing, and validation.
+
+A trajectory is a JSONL file, one step per line, in execution order. A step is
+the state of a live kernel after one cell execution: the code, its plain-text
+output, the error, timing, memory and a snapshot of the user's variables.
+The state *before* step t is the snapshot of step t-1, or empty when step t
+has ``restarted`` set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from themisto.exceptions import TrajectoryError
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Variable:
+    """One user variable as the snapshot describes it."""
+
+    name: str
+    type: str  # qualified, e.g. "pandas.core.frame.DataFrame"
+    size_bytes: int | None
+    repr: str
+    repr_truncated: bool = False
+    repr_failed: bool = False  # __repr__ raised or hung: ``repr`` is a placeholder
+    shape: list[int] | None = None
+    len: int | None = None
+    size_method: str | None = None  # how size_bytes was estimated (getsizeof, nbytes, ...)
+
+
+@dataclass
+class Step:
+    """One executed cell and the kernel state right after it."""
+
+    trajectory_id: str
+    step: int
+    cell_id: str
+    code: str
+    output: str
+    error: dict[str, str] | None
+    execution_time: float
+    memory_bytes: int | None
+    runtime: list[Variable]
+    state_hash: str
+    restarted: bool = False
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # raw nbformat outputs, size-capped
+    original_output: str | None = None  # output recorded in the source log, if any
+    output_truncated: bool = False
+    output_length: int | None = None  # length of the output before truncation
+    stable: bool | None = None  # output identical across re-executions (themisto stability)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
+
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "trajectory_id": str,
+    "step": int,
+    "cell_id": str,
+    "code": str,
+    "output": str,
+    "error": (dict, type(None)),
+    "execution_time": (int, float),
+    "memory_bytes": (int, type(None)),
+    "runtime": list,
+    "state_hash": str,
+    "restarted": bool,
+}
+_VARIABLE_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "type": str,
+    "size_bytes": (int, type(None)),
+    "repr": str,
+}
+_STEP_FIELDS = set(Step.__dataclass_fields__)
+_VARIABLE_FIELDS = set(Variable.__dataclass_fields__)
+
+
+def _check_fields(record: Any, required: dict[str, type | tuple[type, ...]], what: str) -> None:
+    if not isinstance(record, dict):
+        raise TrajectoryError(f"{what} is {type(record).__name__}, expected an object")
+    missing = [k for k in required if k not in record]
+    if missing:
+        raise TrajectoryError(f"{what} lacks field(s) {', '.join(missing)}")
+    for key, kind in required.items():
+        value = record[key]
+        # bool is an int subclass; a step number of True is still wrong
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise TrajectoryError(f"{what} field {key!r} has type {type(value).__name__}")
+
+
+def step_from_dict(record: Any, where: str = "step") -> Step:
+    """Validate one decoded JSON object and return it as a :class:`Step`."""
+    _check_fields(record, _REQUIRED, where)
+    if record["error"] is not None and not {"ename", "evalue"} <= set(record["error"]):
+        raise TrajectoryError(f"{where} field 'error' needs 'ename' and 'evalue'")
+    variables = []
+    for i, var in enumerate(record["runtime"]):
+        _check_fields(var, _VARIABLE_REQUIRED, f"{where} runtime[{i}]")
+        variables.append(Variable(**{k: v for k, v in var.items() if k in _VARIABLE_FIELDS}))
+    values = {k: v for k, v in record.items() if k in _STEP_FIELDS}
+    values["runtime"] = variables
+    return Step(**values)
+
+
+def iter_steps(path: str | os.PathLike[str]) -> Iterator[Step]:
+    """Stream the steps of one trajectory file, validating each line."""
+    path = Path(path)
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise TrajectoryError(f"cannot read trajectory {path}: {exc.strerror}") from None
+    with handle:
+        try:
+            for lineno, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise TrajectoryError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+                yield step_from_dict(record, f"{path}:{lineno}")
+        except UnicodeDecodeError:
+            raise TrajectoryError(f"{path}: not UTF-8 text") from None
+
+
+def read_trajectory(path: str | os.PathLike[str]) -> list[Step]:
+    """Read and validate a whole trajectory file."""
+    return list(iter_steps(path))
+
+
+def trajectory_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Expand files and folders into a sorted list of ``*.jsonl`` trajectory files."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found.extend(sorted(path.glob("*.jsonl")))
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise TrajectoryError(f"no such trajectory file or folder: {path}")
+    return found
+
+
+class TrajectoryWriter:
+    """Append steps to a trajectory file, one complete line at a time.
+
+    Each line is written with a single ``write`` and flushed, so a run that is
+    killed leaves at most a torn final line, which :func:`repair_tail` removes.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        repair_tail(self.path)
+        self._handle = self.path.open("a", encoding="utf-8")
+
+    def write(self, step: Step) -> None:
+        self._handle.write(step.to_json() + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def repair_tail(path: Path) -> None:
+    """Drop a torn last line (no trailing newline) left by an interrupted run."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as handle:
+        data = handle.read()
+        if data.endswith(b"\n"):
+            return
+        handle.truncate(data.rfind(b"\n") + 1)
