@@ -1,0 +1,59 @@
+"""Run every ``bench/bench_*.py`` and print one table of targets and measured values.
+
+Each benchmark module defines ``run(quick: bool = False) -> list[dict]`` whose
+rows have ``benchmark``, ``measure``, ``target``, ``value`` and ``passed``.
+Usage: ``python bench/run_all.py [--quick] [NAME ...]`` (NAME filters modules).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+COLUMNS = ["benchmark", "measure", "target", "value", "passed"]
+
+
+def load(path: Path):
+    """Import a benchmark script as a module without putting bench/ on sys.path."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def markdown_table(rows: list[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        passed = {True: "yes", False: "NO", None: "-"}[row.get("passed")]
+        cells = [str(row.get(c, "")) for c in COLUMNS[:-1]] + [passed]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("names", nargs="*", help="only benchmarks whose file name contains one of these")
+    args = parser.parse_args(argv)
+    rows: list[dict] = []
+    failed = False
+    for path in sorted(BENCH_DIR.glob("bench_*.py")):
+        if args.names and not any(name in path.stem for name in args.names):
+            continue
+        print(f"running {path.name} ...", file=sys.stderr, flush=True)
+        try:
+            rows.extend(load(path).run(quick=args.quick))
+        except Exception:  # one broken benchmark must not hide the others' figures
+            traceback.print_exc()
+            rows.append({"benchmark": path.stem, "measure": "(crashed)", "target": "", "value": "", "passed": False})
+            failed = True
+    print(markdown_table(rows))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

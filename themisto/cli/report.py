@@ -1,0 +1,69 @@
+"""``themisto report``: scores with bootstrap CIs and runtime-vs-none tests from lm-eval logs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from themisto.exceptions import InputError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``report`` subcommand."""
+    parser = subparsers.add_parser(
+        "report",
+        help="summarise lm-eval sample logs: CIs, paired runtime tests, table and plot",
+        description=(
+            "Read the per-sample logs lm-eval writes with --log_samples --output_path RUN_DIR "
+            "and print a Markdown report: each metric's mean with a bootstrap 95% CI per "
+            "model and task, and for each runtime/no-runtime task pair the paired difference "
+            "with its CI, a sign-flip permutation p-value, McNemar's test for exact match and "
+            "the minimum detectable effect."
+        ),
+    )
+    parser.add_argument(
+        "run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+        help="an lm-eval --output_path folder (searched recursively for samples_*.jsonl)",
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, help="also write the Markdown report to this file"
+    )
+    parser.add_argument(
+        "--plot", type=Path, help="write a PNG of each metric's means with 95%% CI error bars"
+    )
+    # No defaults here: themisto.stats owns them, and importing it (numpy) at
+    # parser construction would slow down every themisto command.
+    parser.add_argument(
+        "--resamples", type=int,
+        help="bootstrap and Monte Carlo permutation resamples (default: 10,000)",
+    )
+    parser.add_argument(
+        "--seed", type=int,
+        help="random seed of the resampling; same seed, same figures (default: 0)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the report, print it, and write the requested files."""
+    from themisto.report import build_report, plot_report, render_markdown
+
+    if args.resamples is not None and args.resamples < 1:
+        raise InputError(f"--resamples must be at least 1, got {args.resamples}")
+    options = {"resamples": args.resamples, "seed": args.seed}
+    report = build_report(args.run_dirs, **{k: v for k, v in options.items() if v is not None})
+    markdown = render_markdown(report)
+    print(markdown, end="")
+    if args.output is not None:
+        try:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(markdown, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {args.output}: {exc}") from None
+    if args.plot is not None:
+        try:
+            args.plot.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot write {args.plot}: {exc}") from None
+        plot_report(report, args.plot)
+    return 0

@@ -1,0 +1,106 @@
+"""Per-sample metrics: exact match (strict and normalised), ROUGE-L F1 and chrF.
+
+Every function takes ``(pred, ref)`` strings and returns a float in [0, 1], so
+all four metrics share one scale in tables, plots and paired differences.
+
+Both strings empty: ``exact_match`` and ``exact_match_norm`` give 1.0 (the
+strings are equal); ``rougeL`` and ``chrf`` give 0.0, as their reference
+implementations (``rouge_score``, ``sacrebleu``) do.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import TYPE_CHECKING
+
+from rapidfuzz.distance import LCSseq
+
+if TYPE_CHECKING:
+    from sacrebleu.metrics import CHRF
+
+METRIC_NAMES = ("exact_match", "exact_match_norm", "rougeL", "chrf")
+
+# rouge_score's default tokeniser lowercases, replaces every run of characters
+# outside [a-z0-9] by a space and splits. The same tokens come out, several
+# times faster than a regex, when the lowercased text is encoded to ASCII (any
+# other character becomes "?") and a byte table blanks everything but [a-z0-9].
+_ROUGE_TOKEN_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
+_ROUGE_SEPARATORS = bytes(c if c in _ROUGE_TOKEN_BYTES else ord(" ") for c in range(256))
+_MEMORY_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_MASKED_ADDRESS = "0x?"
+_LINE_BREAK = re.compile(r"\r\n?")
+
+
+def exact_match(pred: str, ref: str) -> float:
+    """1.0 when the strings are identical, character for character, else 0.0."""
+    return float(pred == ref)
+
+
+def normalize_output(text: str) -> str:
+    """Canonical form compared by :func:`exact_match_norm`.
+
+    In order: ``\\r\\n`` and ``\\r`` become ``\\n``; trailing whitespace
+    (``str.rstrip``) is stripped from every line; leading and trailing
+    whitespace of the whole text is stripped; every memory address
+    ``0x[0-9a-fA-F]+`` becomes ``0x?`` (object reprs such as
+    ``<Foo object at 0x7f3a...>`` differ between runs). Inner
+    whitespace is kept: indentation and column alignment are part of an output.
+    Hex literals in outputs (``hex(255)`` prints ``0xff``) are masked too.
+    """
+    text = _LINE_BREAK.sub("\n", text)
+    text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
+    return _MEMORY_ADDRESS.sub(_MASKED_ADDRESS, text)
+
+
+def exact_match_norm(pred: str, ref: str) -> float:
+    """Exact match after :func:`normalize_output` on both sides."""
+    return float(normalize_output(pred) == normalize_output(ref))
+
+
+def rouge_tokens(text: str) -> list[bytes]:
+    """The tokens of ``rouge_score``'s default tokeniser (no stemming), as ASCII bytes."""
+    return text.lower().encode("ascii", "replace").translate(_ROUGE_SEPARATORS).split()
+
+
+def rouge_l(pred: str, ref: str) -> float:
+    """ROUGE-L F1, equal to ``RougeScorer(["rougeL"]).score(ref, pred)["rougeL"].fmeasure``."""
+    pred_tokens = rouge_tokens(pred)
+    ref_tokens = rouge_tokens(ref)
+    if not pred_tokens or not ref_tokens:
+        return 0.0
+    # rapidfuzz takes token lists directly (hashing each token), faster than mapping
+    # tokens to code points first.
+    lcs = LCSseq.similarity(ref_tokens, pred_tokens)
+    # The same operations, in the same order, as rouge_score, so the floats are equal.
+    precision = lcs / len(pred_tokens)
+    recall = lcs / len(ref_tokens)
+    if precision + recall > 0:
+        return 2 * precision * recall / (precision + recall)
+    return 0.0
+
+
+@functools.cache
+def _chrf_scorer() -> CHRF:
+    """One shared scorer: building a CHRF object per sample would dominate the cost."""
+    from sacrebleu.metrics import CHRF
+
+    return CHRF()
+
+
+def chrf(pred: str, ref: str) -> float:
+    """Sentence chrF (sacrebleu defaults: char order 6, beta 2) on a 0-1 scale.
+
+    Equal to ``sacrebleu.metrics.CHRF().sentence_score(pred, [ref]).score / 100``.
+    """
+    return _chrf_scorer().sentence_score(pred, [ref]).score / 100.0
+
+
+def score_sample(pred: str, ref: str) -> dict[str, float]:
+    """All four metrics of one prediction, keyed by their lm-eval metric names."""
+    return {
+        "exact_match": exact_match(pred, ref),
+        "exact_match_norm": exact_match_norm(pred, ref),
+        "rougeL": rouge_l(pred, ref),
+        "chrf": chrf(pred, ref),
+    }
