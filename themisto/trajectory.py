@@ -56,6 +56,8 @@ class Step:
     output_truncated: bool = False
     output_length: int | None = None  # length of the output before truncation
     stable: bool | None = None  # output identical across re-executions (themisto stability)
+    stable_norm: bool | None = None  # identical after exact_match_norm's normalisation
+    instability: list[str] = field(default_factory=list)  # detected causes: "random", "time", ...
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,203 @@
+"""The recorder on real ipykernel kernels: faults as steps, output rendering and caps, memory, hashes, trust."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from themisto.recorder import (
+    RecordOptions,
+    Recorder,
+    cap_text,
+    is_credential,
+    kernel_environment,
+)
+from themisto.outputs import render_outputs
+
+OPTIONS = RecordOptions(timeout=3, repr_timeout=0.3, max_output_chars=200, max_raw_output_chars=1000)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Recorder:
+    """One kernel for the tests that neither restart it nor depend on a fresh namespace."""
+    with Recorder(trajectory_id="shared", workdir=tmp_path_factory.mktemp("shared"), options=OPTIONS) as recorder:
+        yield recorder
+
+
+@pytest.fixture
+def fresh_kernel(tmp_path: Path) -> Recorder:
+    with Recorder(trajectory_id="fresh", workdir=tmp_path, options=OPTIONS) as recorder:
+        yield recorder
+
+
+# --- render_outputs ---------------------------------------------------------------------------
+
+
+def test_render_outputs_follows_the_plain_text_rules() -> None:
+    outputs = [
+        {"output_type": "stream", "name": "stdout", "text": "hello "},
+        {"output_type": "stream", "name": "stdout", "text": ["wor", "ld"]},
+        {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/html": "<b>"}, "metadata": {}},
+        {"output_type": "display_data", "data": {"text/html": "<b>x</b>"}, "metadata": {}},
+        {"output_type": "execute_result", "data": {"text/plain": ["1", "2"], "image/png": "x"}, "execution_count": 1},
+        {"output_type": "error", "ename": "KeyError", "evalue": "'k'", "traceback": []},
+        {"output_type": "error", "ename": "KeyboardInterrupt", "evalue": "", "traceback": []},
+        {"output_type": "unknown"},
+        "not an output",
+    ]
+    assert render_outputs(outputs) == "hello world\n<image/png>\n<text/html>\n12\nKeyError: 'k'\nKeyboardInterrupt"
+
+
+def test_cap_text_marks_the_original_length() -> None:
+    assert cap_text("abc", 5) == ("abc", False)
+    text, truncated = cap_text("abcdefgh", 3)
+    assert truncated and text.startswith("abc\n") and "8 characters" in text
+
+
+# --- credentials --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("HF_TOKEN", True),
+        ("OPENAI_API_KEY", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("AWS_SESSION_TOKEN", True),
+        ("GITHUBTOKEN", True),
+        ("db_password", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS", True),
+        ("PATH", False),
+        ("HOME", False),
+        ("PWD", False),
+        ("KEYBOARD_LAYOUT", False),
+        ("MPLBACKEND", False),
+    ],
+)
+def test_credential_names(name: str, secret: bool) -> None:
+    assert is_credential(name) is secret
+    assert (name in kernel_environment({name: "v"})) is not secret
+
+
+def test_kernel_cannot_read_secrets_and_starts_in_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "themisto-leak-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "themisto-leak-2")
+    monkeypatch.setenv("MY_DB_PASSWORD", "themisto-leak-3")
+    monkeypatch.setenv("THEMISTO_VISIBLE", "themisto-visible")
+    workdir = tmp_path / "work dir"
+    workdir.mkdir()
+    with Recorder(trajectory_id="env", workdir=workdir, options=OPTIONS) as recorder:
+        step = recorder.run_cell(
+            "import os, json\n"
+            "print(json.dumps({'env': {k: v for k, v in os.environ.items() if v.startswith('themisto-')},"
+            " 'cwd': os.getcwd()}))",
+            "c",
+        )
+    seen = json.loads(step.output)
+    assert seen["env"] == {"THEMISTO_VISIBLE": "themisto-visible"}
+    assert Path(seen["cwd"]).resolve() == workdir.resolve()
+
+
+# --- faults on the shared kernel ----------------------------------------------------------
+
+
+def test_exception_is_a_step_and_the_next_cell_runs(kernel: Recorder) -> None:
+    failed = kernel.run_cell("kept = 5\n{}['missing']", "err")
+    assert failed.error == {"ename": "KeyError", "evalue": "'missing'"}
+    assert failed.output == "KeyError: 'missing'" and failed.outputs[0]["output_type"] == "error"
+    after = kernel.run_cell("kept + 1", "next")
+    assert after.error is None and after.output == "6" and not after.restarted
+
+
+def test_timeout_interrupts_and_keeps_the_kernel(kernel: Recorder) -> None:
+    kernel.run_cell("survivor = 'still here'", "setup")
+    step = kernel.run_cell("print('started', flush=True)\nimport time\ntime.sleep(60)", "slow")
+    assert step.error["ename"] == "TimeoutError" and "3 s" in step.error["evalue"]
+    assert step.output.startswith("started\nTimeoutError:")
+    assert "KeyboardInterrupt" not in step.output and 3 <= step.execution_time < 10
+    after = kernel.run_cell("survivor", "after")
+    assert after.output == "'still here'" and not after.restarted
+
+
+def test_input_fails_instead_of_waiting(kernel: Recorder) -> None:
+    step = kernel.run_cell("input('name? ')", "input")
+    assert step.error is not None and step.error["ename"] == "StdinNotImplementedError"
+
+
+def test_long_output_is_capped_with_marker_and_length(kernel: Recorder) -> None:
+    step = kernel.run_cell("print('x' * 5000)", "long")
+    assert step.output_truncated and step.output_length == 5000
+    assert step.output.startswith("x" * 200 + "\n") and "5000 characters" in step.output
+    assert len(step.outputs[0]["text"]) == OPTIONS.max_raw_output_chars
+
+
+def test_rich_data_over_the_raw_budget_is_dropped_and_named(kernel: Recorder) -> None:
+    step = kernel.run_cell(
+        "from IPython.display import display\ndisplay({'image/png': 'A' * 5000, 'text/plain': 'pic'}, raw=True)", "img"
+    )
+    assert step.output == "pic"
+    assert step.outputs[0]["data"] == {"text/plain": "pic"}
+    assert step.outputs[0]["metadata"]["themisto_dropped"]["image/png"] > 5000
+
+
+def test_undecodable_output_is_replaced_not_fatal(kernel: Recorder) -> None:
+    step = kernel.run_cell(
+        "import sys\nsys.stdout.write('ok ' + b'\\xff\\xfe'.decode('utf-8', 'surrogateescape') + '\\n')\n"
+        "class Odd:\n    def __repr__(self):\n        return 'odd\\udcff'\nodd = Odd()",
+        "bytes",
+    )
+    assert step.error is None and step.output.startswith("ok ")
+    step.to_json().encode("utf-8")  # raises if a lone surrogate survived
+    odd = next(variable for variable in step.runtime if variable.name == "odd")
+    assert odd.repr.startswith("odd") and not odd.repr_failed
+
+
+def test_bad_reprs_are_flagged_but_the_step_is_fine(kernel: Recorder) -> None:
+    step = kernel.run_cell(
+        "class Raises:\n    def __repr__(self):\n        raise RuntimeError('no')\n"
+        "class Hangs:\n    def __repr__(self):\n        while True: pass\n"
+        "raises, hangs, fine = Raises(), Hangs(), [1, 2]",
+        "reprs",
+    )
+    runtime = {variable.name: variable for variable in step.runtime}
+    assert step.error is None
+    assert runtime["raises"].repr_failed and "RuntimeError" in runtime["raises"].repr
+    assert runtime["hangs"].repr_failed and "timed out" in runtime["hangs"].repr
+    assert runtime["fine"].repr == "[1, 2]" and runtime["fine"].len == 2
+    kernel.run_cell("del raises, hangs, Raises, Hangs", "cleanup")
+
+
+def test_memory_is_the_kernel_rss(kernel: Recorder) -> None:
+    before = kernel.run_cell("pass", "m0").memory_bytes
+    after = kernel.run_cell("block = b'x' * (100 * 2**20)", "m1").memory_bytes
+    kernel.run_cell("del block", "m2")
+    assert before > 10 * 2**20 and after - before > 80 * 2**20
+
+
+def test_equal_states_hash_equal(kernel: Recorder) -> None:
+    first = kernel.run_cell("hashed = 1", "h0").state_hash
+    second = kernel.run_cell("other = 2", "h1").state_hash
+    third = kernel.run_cell("del other", "h2").state_hash
+    assert first == third != second
+
+
+# --- faults that need a fresh kernel --------------------------------------------------------
+
+
+def test_dead_kernel_is_a_step_then_restart(fresh_kernel: Recorder) -> None:
+    fresh_kernel.run_cell("lost = 1", "a")
+    dead = fresh_kernel.run_cell("import os\nos._exit(7)", "die")
+    assert dead.error["ename"] == "DeadKernelError" and "exit code 7" in dead.error["evalue"]
+    assert dead.runtime == [] and dead.memory_bytes is None
+    after = fresh_kernel.run_cell("'lost' in dir()", "b")
+    assert after.restarted and after.output == "False" and after.step == 2
+    assert not fresh_kernel.run_cell("1", "c").restarted
+
+
+def test_restart_empties_the_namespace_and_marks_the_next_step(fresh_kernel: Recorder) -> None:
+    assert [v.name for v in fresh_kernel.run_cell("gone = 1", "a").runtime] == ["gone"]
+    fresh_kernel.restart()
+    step = fresh_kernel.run_cell("'gone' in dir()", "b")
+    assert step.restarted and step.output == "False" and step.runtime == []

@@ -1,0 +1,533 @@
+"""Drive one Jupyter kernel through a sequence of cells and record each as a :class:`Step`.
+
+The notebook's code runs only inside the kernel subprocess, started in the
+chosen working directory with credentials removed from its environment. After
+every cell a silent execution takes the runtime snapshot (see
+:mod:`themisto.snapshot`), so the user's history and execution count are the
+same as in a plain run.
+
+Faults become steps: an exception sets ``error``; a cell past the timeout is
+interrupted and recorded as a ``TimeoutError`` step; a kernel that dies (or
+ignores the interrupt) is recorded as a ``DeadKernelError`` step, restarted,
+and the next step is marked ``restarted``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from themisto import snapshot
+from themisto.outputs import joined_text, render_outputs
+from themisto.exceptions import InputError, KernelError, SourceError
+from themisto.sources import Execute, SourceTrajectory, read_sources
+from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
+
+log = logging.getLogger(__name__)
+
+# Seconds between liveness checks while a cell is silent: a dead kernel sends nothing.
+POLL_INTERVAL = 0.2
+# Seconds a kernel gets to answer an interrupt before it is declared wedged and restarted.
+INTERRUPT_GRACE = 5.0
+KERNEL_START_TIMEOUT = 60.0
+TRUNCATION_MARKER = "\n... [output truncated: {length} characters in all]"
+
+# Environment variables whose name contains one of these words (split on "_") are
+# credentials and never reach the kernel: AWS_SECRET_ACCESS_KEY, HF_TOKEN, ...
+CREDENTIAL_WORDS = frozenset(
+    {"KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS",
+     "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "PRIVATE"}
+)
+# Words that are credentials even inside a longer word (GITHUBTOKEN, DBPASSWORD).
+CREDENTIAL_FRAGMENTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIAL")
+
+
+@dataclass
+class RecordOptions:
+    """How a kernel is run and how much of each step is kept."""
+
+    timeout: float = 600.0  # seconds a cell may run before it is interrupted
+    workdir: Path | None = None  # kernel working directory; None: the source file's folder
+    kernel_name: str = "python3"
+    max_repr_chars: int = 500  # a variable's repr is cut to this many characters
+    repr_timeout: float = 1.0  # seconds a variable's __repr__/__len__/size may take
+    max_output_chars: int = 10_000  # the plain-text output is cut to this many characters
+    max_raw_output_chars: int = 1_000_000  # budget for the raw nbformat outputs of one step
+    resume: bool = False  # continue an existing trajectory file after its last complete step
+    overwrite: bool = False  # replace an existing trajectory file (resume takes precedence)
+
+
+def cap_text(text: str, max_chars: int, length: int | None = None) -> tuple[str, bool]:
+    """Cut ``text`` to ``max_chars`` plus a marker naming the original ``length``."""
+    length = len(text) if length is None else length
+    if length <= max_chars:
+        return text, False
+    return text[:max_chars] + TRUNCATION_MARKER.format(length=length), True
+
+
+class OutputCollector:
+    """Accumulate a cell's iopub outputs as nbformat outputs within a character budget.
+
+    Streams are merged like a notebook front end does; past the budget stream
+    text is dropped (and counted, so the original length is known), and rich
+    data values that do not fit are dropped and named in the output's metadata.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.outputs: list[dict[str, Any]] = []
+        self.budget = budget
+        self.dropped_chars = 0
+        # newlines ending the dropped text: render_outputs strips them, so they are no part of the length
+        self.dropped_trailing_newlines = 0
+        self._clear_pending = False
+
+    def add(self, msg: dict[str, Any]) -> None:
+        import nbformat
+
+        kind = msg["msg_type"]
+        if kind == "clear_output":
+            if msg["content"].get("wait"):
+                self._clear_pending = True
+            else:
+                self.outputs.clear()
+            return
+        if kind not in ("stream", "display_data", "execute_result", "error"):
+            return
+        if self._clear_pending:
+            self.outputs.clear()
+            self._clear_pending = False
+        output = _scrub(dict(nbformat.v4.output_from_msg(msg)))
+        if kind == "stream":
+            self._add_stream(output)
+        else:
+            self.outputs.append(self._fit(output))
+
+    def _add_stream(self, output: dict[str, Any]) -> None:
+        text = output["text"]
+        room = max(self.budget, 0)
+        kept = text[:room]
+        dropped = text[len(kept):]
+        if dropped:
+            self.dropped_chars += len(dropped)
+            stripped = dropped.rstrip("\n")
+            trailing = len(dropped) - len(stripped)
+            self.dropped_trailing_newlines = trailing if stripped else self.dropped_trailing_newlines + trailing
+        self.budget -= len(kept)
+        if not kept:
+            return
+        last = self.outputs[-1] if self.outputs else None
+        if last is not None and last["output_type"] == "stream" and last["name"] == output["name"]:
+            last["text"] += kept
+        else:
+            output["text"] = kept
+            self.outputs.append(output)
+
+    def _fit(self, output: dict[str, Any]) -> dict[str, Any]:
+        data = output.get("data")
+        if isinstance(data, dict):
+            dropped = {}
+            for mime in sorted(data, key=lambda m: m == "text/plain"):  # text/plain is kept last
+                size = len(json.dumps(data[mime]))
+                if size > self.budget:
+                    dropped[mime] = size
+                    if mime == "text/plain":
+                        self.dropped_chars += len(joined_text(data[mime]))
+                    del data[mime]
+                else:
+                    self.budget -= size
+            if dropped:
+                output.setdefault("metadata", {})["themisto_dropped"] = dropped
+        elif output["output_type"] == "error":
+            size = sum(len(line) for line in output.get("traceback", []))
+            if size > self.budget:
+                output["traceback"] = []
+            else:
+                self.budget -= size
+        return output
+
+
+def _scrub(value: Any) -> Any:
+    """Replace text UTF-8 cannot encode, recursively, so every step serialises."""
+    if isinstance(value, str):
+        return snapshot.clean_text(value)
+    if isinstance(value, list):
+        return [_scrub(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _scrub(item) for key, item in value.items()}
+    return value
+
+
+# --- kernel environment ---------------------------------------------------------------------
+
+
+def is_credential(name: str) -> bool:
+    """Whether an environment variable name looks like it holds a secret."""
+    upper = name.upper()
+    words = set(re.split(r"[^A-Z0-9]+", upper))
+    return bool(words & CREDENTIAL_WORDS) or any(fragment in upper for fragment in CREDENTIAL_FRAGMENTS)
+
+
+def kernel_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The recording process's environment without credentials, for the untrusted kernel."""
+    return {name: value for name, value in environ.items() if not is_credential(name)}
+
+
+def kernel_specs() -> Any:
+    """A kernel spec manager on which ``python3`` is always this interpreter's ipykernel.
+
+    A ``python3`` kernel.json in a user's Jupyter folder may point at another
+    Python; the recorder must run the environment it is installed in, so CI on
+    a fresh machine and a developer's laptop record with the same packages.
+    """
+    from jupyter_client.kernelspec import NATIVE_KERNEL_NAME, KernelSpecManager
+
+    class InterpreterKernelSpecs(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name: str) -> Any:
+            if kernel_name == NATIVE_KERNEL_NAME:
+                from ipykernel.kernelspec import RESOURCES, get_kernel_dict
+
+                return self.kernel_spec_class(resource_dir=RESOURCES, **get_kernel_dict())
+            return super().get_kernel_spec(kernel_name)
+
+    return InterpreterKernelSpecs()
+
+
+def check_kernel(name: str) -> None:
+    """Raise :class:`InputError` unless a Jupyter kernel spec called ``name`` is installed."""
+    from jupyter_client.kernelspec import NoSuchKernel
+
+    manager = kernel_specs()
+    try:
+        manager.get_kernel_spec(name)
+    except NoSuchKernel:
+        known = ", ".join(sorted(manager.find_kernel_specs())) or "none"
+        raise InputError(f"unknown kernel {name!r} (installed: {known})") from None
+
+
+def state_hash(variables: list[Variable]) -> str:
+    """A hash of the snapshot: equal namespaces (names, types, reprs, sizes) hash equal."""
+    canonical = json.dumps([vars(variable) for variable in variables], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+# --- the recorder ---------------------------------------------------------------------------
+
+
+@dataclass
+class Execution:
+    """What one execute request produced."""
+
+    collector: OutputCollector
+    reply: dict[str, Any] | None = None
+    elapsed: float = 0.0
+    timed_out: bool = False
+    died: bool = False  # the kernel process exited
+    wedged: bool = False  # the kernel ignored the interrupt
+    exit_code: int | None = None
+
+
+@dataclass
+class Recorder:
+    """A live kernel that runs cells one at a time and returns each as a :class:`Step`.
+
+    Use as a context manager. ``run_cell`` records; ``replay`` re-runs an
+    already recorded step to rebuild state (``--resume``); ``restart`` restarts
+    the kernel and marks the next step ``restarted``.
+    """
+
+    trajectory_id: str
+    workdir: Path
+    options: RecordOptions = field(default_factory=RecordOptions)
+    next_step: int = 0
+
+    def __post_init__(self) -> None:
+        self._manager: Any = None
+        self._client: Any = None
+        self._process: Any = None
+        self._restarted = False
+
+    # lifecycle
+
+    def __enter__(self) -> Recorder:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        from jupyter_client import KernelManager
+
+        if not self.workdir.is_dir():
+            raise InputError(f"working directory {self.workdir} does not exist")
+        check_kernel(self.options.kernel_name)
+        self._manager = KernelManager(kernel_name=self.options.kernel_name, kernel_spec_manager=kernel_specs())
+        try:
+            self._manager.start_kernel(
+                env=kernel_environment(os.environ),
+                cwd=str(self.workdir),
+                # the kernel's own fd output must not flood the recorder's terminal
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except Exception as exc:
+            raise KernelError(f"cannot start kernel {self.options.kernel_name!r}: {exc}") from exc
+        self._connect()
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.stop_channels()
+            self._client = None
+        if self._manager is not None:
+            self._manager.shutdown_kernel(now=True)
+            self._manager = None
+
+    def restart(self) -> None:
+        """Restart the kernel; the next step starts from an empty namespace and is marked ``restarted``."""
+        self._client.stop_channels()
+        try:
+            self._manager.restart_kernel(now=True)
+        except Exception as exc:
+            raise KernelError(f"cannot restart kernel: {exc}") from exc
+        self._connect()
+        self._restarted = True
+
+    def _connect(self) -> None:
+        import psutil
+
+        self._client = self._manager.blocking_client()
+        self._client.start_channels()
+        try:
+            self._client.wait_for_ready(timeout=KERNEL_START_TIMEOUT)
+        except RuntimeError as exc:
+            raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}") from None
+        self._process = psutil.Process(self._manager.provisioner.pid)
+        install = self._execute(snapshot.install_code(), silent=True, timeout=KERNEL_START_TIMEOUT)
+        if install.reply is None or install.reply["content"]["status"] != "ok":
+            raise KernelError(f"kernel {self.options.kernel_name!r} is not a Python kernel the snapshot runs in")
+
+    # cells
+
+    def run_cell(self, code: str, cell_id: str, original_output: str | None = None) -> Step:
+        """Execute one cell and return it as a step, with the snapshot taken after it."""
+        execution = self._execute(code, silent=False, timeout=self.options.timeout)
+        restarted, self._restarted = self._restarted, False
+        error, outputs = _error_and_outputs(execution, self.options.timeout)
+        if execution.died or execution.wedged:
+            variables, memory = [], None
+            self.restart()
+        else:
+            variables, memory = self._snapshot(), self._memory()
+        full_text = render_outputs(outputs)
+        collector = execution.collector
+        length = len(full_text) + collector.dropped_chars - collector.dropped_trailing_newlines
+        text, truncated = cap_text(full_text, self.options.max_output_chars, length)
+        step = Step(
+            trajectory_id=self.trajectory_id,
+            step=self.next_step,
+            cell_id=cell_id,
+            code=snapshot.clean_text(code),
+            output=text,
+            error=error,
+            execution_time=round(execution.elapsed, 6),
+            memory_bytes=memory,
+            runtime=variables,
+            state_hash=state_hash(variables),
+            restarted=restarted,
+            outputs=outputs,
+            original_output=None if original_output is None else snapshot.clean_text(original_output),
+            output_truncated=truncated,
+            output_length=length,
+        )
+        self.next_step += 1
+        return step
+
+    def replay(self, code: str) -> None:
+        """Re-run an already recorded step to rebuild kernel state, producing no step."""
+        self._restarted = False  # a restart before this step is already on its recorded line
+        execution = self._execute(code, silent=False, timeout=self.options.timeout)
+        if execution.died or execution.wedged:
+            self.restart()  # as in the original run, the next step is marked restarted
+        self.next_step += 1
+
+    def _snapshot(self) -> list[Variable]:
+        expression = snapshot.snapshot_expression(self.options.max_repr_chars, self.options.repr_timeout)
+        execution = self._execute("", silent=True, user_expressions={"snapshot": expression}, timeout=self.options.timeout)
+        if execution.died or execution.wedged:
+            self.restart()
+            return []
+        result = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("snapshot", {})
+        if result.get("status") != "ok":
+            # only a cell that tampers with the kernel's modules gets here; the step is still recorded
+            log.warning("%s step %d: snapshot failed: %s", self.trajectory_id, self.next_step, result.get("evalue"))
+            return []
+        return [Variable(**record) for record in json.loads(result["data"]["text/plain"])]
+
+    def _memory(self) -> int | None:
+        import psutil
+
+        try:
+            return int(self._process.memory_info().rss)
+        except psutil.Error:
+            return None
+
+    def _execute(
+        self, code: str, *, silent: bool, timeout: float, user_expressions: dict[str, str] | None = None
+    ) -> Execution:
+        """Send one execute request and wait for its reply and its outputs, within ``timeout``."""
+        import zmq
+
+        client = self._client
+        execution = Execution(collector=OutputCollector(self.options.max_raw_output_chars))
+        msg_id = client.execute(
+            code,
+            silent=silent,
+            store_history=not silent,
+            user_expressions=user_expressions or {},
+            allow_stdin=False,  # input() raises instead of waiting forever for a front end
+            stop_on_error=False,
+        )
+        poller = zmq.Poller()
+        poller.register(client.shell_channel.socket, zmq.POLLIN)
+        poller.register(client.iopub_channel.socket, zmq.POLLIN)
+        started = time.monotonic()
+        deadline = started + timeout
+        idle = False
+        while execution.reply is None or not idle:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if execution.timed_out or execution.reply is not None:
+                    execution.wedged = execution.reply is None
+                    break
+                execution.timed_out = True
+                self._manager.interrupt_kernel()
+                deadline = time.monotonic() + INTERRUPT_GRACE
+                continue
+            ready = dict(poller.poll(min(remaining, POLL_INTERVAL) * 1000))
+            if not ready:
+                if not self._manager.is_alive():
+                    execution.died = True
+                    execution.exit_code = self._manager.provisioner.process.returncode
+                    break
+                continue
+            if client.shell_channel.socket in ready:
+                msg = client.shell_channel.get_msg(timeout=0)
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    execution.reply = msg
+                    execution.elapsed = time.monotonic() - started
+            if client.iopub_channel.socket in ready:
+                msg = client.iopub_channel.get_msg(timeout=0)
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "status":
+                    idle = msg["content"]["execution_state"] == "idle"
+                else:
+                    execution.collector.add(msg)
+        if execution.reply is None:
+            execution.elapsed = time.monotonic() - started
+        return execution
+
+
+def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:
+    """The step's ``error`` and raw outputs; the recorder's own faults are added as error outputs."""
+    outputs = execution.collector.outputs
+    if execution.died or execution.wedged:
+        error = {"ename": "DeadKernelError", "evalue": _death_message(execution, timeout)}
+    elif execution.timed_out:
+        error = {"ename": "TimeoutError", "evalue": f"cell did not finish within {timeout:g} s"}
+        # the KeyboardInterrupt our interrupt raised is the recorder's doing, not the cell's
+        outputs = [o for o in outputs if not (o["output_type"] == "error" and o["ename"] == "KeyboardInterrupt")]
+    else:
+        content = execution.reply["content"]
+        if content["status"] != "error":
+            return None, outputs
+        return _scrub({"ename": str(content.get("ename", "")), "evalue": str(content.get("evalue", ""))}), outputs
+    return error, outputs + [{"output_type": "error", "traceback": [], **error}]
+
+
+def _death_message(execution: Execution, timeout: float) -> str:
+    if execution.wedged:
+        return f"the kernel ignored the interrupt after {timeout:g} s and was restarted"
+    code = "" if execution.exit_code is None else f" (exit code {execution.exit_code})"
+    return f"the kernel died while running this cell{code} and was restarted"
+
+
+# --- trajectories ---------------------------------------------------------------------------
+
+
+def record_trajectory(source: SourceTrajectory, out_dir: Path, options: RecordOptions) -> tuple[Path, int]:
+    """Record one source trajectory to ``out_dir/<trajectory_id>.jsonl``; returns the path and new step count.
+
+    With ``options.resume`` the steps already in the file are kept: their code
+    is replayed (restarts included) to rebuild the state, then recording goes on.
+    """
+    path = Path(out_dir) / f"{source.trajectory_id}.jsonl"
+    if path.exists() and not (options.resume or options.overwrite):
+        raise InputError(f"{path} exists; pass --resume to continue it or --overwrite to replace it")
+    if path.exists() and options.overwrite and not options.resume:
+        path.unlink()
+    executions = source.executions
+    if options.resume:
+        repair_tail(path)  # an interrupted run may have left a torn last line
+    done = read_trajectory(path) if options.resume and path.exists() else []
+    _check_resumable(path, done, executions)
+    if len(done) == len(executions):
+        return path, 0
+    workdir = options.workdir or source.source.resolve().parent
+    with Recorder(trajectory_id=source.trajectory_id, workdir=Path(workdir), options=options) as recorder:
+        # the file is opened only once the kernel runs, so a failed start leaves no empty trajectory
+        with TrajectoryWriter(path) as writer:
+            for action in source.actions:
+                if not isinstance(action, Execute):
+                    recorder.restart()
+                elif recorder.next_step < len(done):
+                    recorder.replay(action.code)
+                else:
+                    writer.write(recorder.run_cell(action.code, action.cell_id, action.original_output))
+    return path, len(executions) - len(done)
+
+
+def _check_resumable(path: Path, done: list[Step], executions: list[Execute]) -> None:
+    """A resumed file must be a prefix of what the source would record."""
+    if len(done) > len(executions):
+        raise SourceError(f"{path} has {len(done)} steps but its source has only {len(executions)} executions")
+    for recorded, execution in zip(done, executions):
+        if recorded.code != snapshot.clean_text(execution.code):
+            raise SourceError(
+                f"{path}: step {recorded.step} does not match its source's code; pass --overwrite to re-record"
+            )
+
+
+def record_source(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    options: RecordOptions | None = None,
+    progress: Callable[[Path, int], None] | None = None,
+) -> list[Path]:
+    """Record every trajectory of the given notebooks, logs or folders; returns the trajectory files.
+
+    All sources are read (and rejected if malformed) before any kernel starts.
+    ``progress(path, new_steps)`` is called after each trajectory.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    options = options or RecordOptions()
+    if options.workdir is not None and not Path(options.workdir).is_dir():
+        raise InputError(f"working directory {options.workdir} does not exist")
+    check_kernel(options.kernel_name)
+    written = []
+    for source in read_sources(paths):
+        path, new_steps = record_trajectory(source, Path(out_dir), options)
+        if progress is not None:
+            progress(path, new_steps)
+        written.append(path)
+    return written
