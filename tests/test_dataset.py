@@ -1,0 +1,224 @@
+"""The built dataset: card configs, load_dataset round trips, pairing, leakage, budgets, reproducibility, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from synthetic import synthetic_steps, write_corpus, write_steps
+
+from themisto.cli import main
+from themisto.dataset import (
+    CONFIG_NAMES,
+    RUNTIME_SUFFIX,
+    TASK_FEATURES,
+    TRAJECTORY_FEATURES,
+    build_dataset,
+    config_splits,
+    parquet_path,
+    read_build_options,
+)
+from themisto.serialize import RenderOptions
+from themisto.tasks import TASKS, SelectionOptions
+from themisto.trajectory import trajectory_files
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTEXT_BUDGET = 400
+RUNTIME_BUDGET = 600
+
+datasets.disable_progress_bars()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return write_corpus(tmp_path_factory.mktemp("trajectories"), trajectories=5, steps_each=120)
+
+
+@pytest.fixture(scope="module")
+def built(corpus: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("build") / "hf_dataset"
+    build_dataset(
+        corpus,
+        out,
+        SelectionOptions(max_context_chars=CONTEXT_BUDGET),
+        RenderOptions(max_runtime_chars=RUNTIME_BUDGET),
+    )
+    return out
+
+
+def rows(folder: Path, config: str, split: str) -> list[dict]:
+    return pq.read_table(parquet_path(folder, config, split)).to_pylist()
+
+
+def card_configs(folder: Path) -> dict[str, dict[str, str]]:
+    front = (folder / "README.md").read_text(encoding="utf-8").split("---\n")[1]
+    meta = yaml.safe_load(front)
+    return {c["config_name"]: {f["split"]: f["path"] for f in c["data_files"]} for c in meta["configs"]}
+
+
+def test_card_configs_name_exactly_the_parquet_files(built: Path) -> None:
+    configs = card_configs(built)
+    assert list(configs) == list(CONFIG_NAMES)
+    named = {path for splits in configs.values() for path in splits.values()}
+    on_disk = {str(p.relative_to(built)) for p in built.rglob("*.parquet")}
+    assert named == on_disk
+    for config, splits in configs.items():
+        assert tuple(splits) == config_splits(config)
+    card = (built / "README.md").read_text(encoding="utf-8")
+    for needed in ("## Selection protocol", "## Runtime context", "## Fields", "arXiv:2504.12365", "## License"):
+        assert needed in card
+    assert f"| `output_prediction` | 200 | {len(rows(built, 'output_prediction', 'full'))} |" in card
+
+
+def test_load_dataset_round_trips_every_config(built: Path, tmp_path: Path) -> None:
+    for config in CONFIG_NAMES:
+        for split in config_splits(config):
+            loaded = datasets.load_dataset(str(built), config, split=split, cache_dir=str(tmp_path / "cache"))
+            expected = TRAJECTORY_FEATURES if config == "trajectories" else TASK_FEATURES
+            assert loaded.features == expected
+            assert loaded.to_list() == rows(built, config, split)
+            assert len(loaded) > 0
+
+
+def test_pairs_share_ids_and_differ_only_by_the_runtime_block(built: Path) -> None:
+    for task in TASKS:
+        for split in ("test", "full"):
+            plain = rows(built, task, split)
+            runtime = rows(built, task + RUNTIME_SUFFIX, split)
+            assert [r["example_id"] for r in plain] == [r["example_id"] for r in runtime]
+            for a, b in zip(plain, runtime, strict=True):
+                assert a["runtime"] == [] and a["runtime_text"] == "" and a["memory_bytes_before"] is None
+                assert b["runtime_text"] and b["runtime_text"] in b["prompt"]
+                assert b["prompt"].replace(b["runtime_text"], "", 1) == a["prompt"]
+                assert {
+                    k: v for k, v in a.items() if k not in ("runtime", "runtime_text", "prompt", "memory_bytes_before")
+                } == {
+                    k: v for k, v in b.items() if k not in ("runtime", "runtime_text", "prompt", "memory_bytes_before")
+                }
+
+
+def test_runtime_is_the_snapshot_before_the_step(built: Path) -> None:
+    steps = {(r["trajectory_id"], r["step"]): r for r in rows(built, "trajectories", "full")}
+    checked_changes = 0
+    for task in TASKS:
+        for row in rows(built, task + RUNTIME_SUFFIX, "full"):
+            this = steps[(row["trajectory_id"], row["step"])]
+            previous = steps.get((row["trajectory_id"], row["step"] - 1))
+            expected = [] if this["restarted"] or previous is None else previous["runtime"]
+            assert row["runtime"] == expected
+            if row["runtime"] != this["runtime"]:
+                checked_changes += 1
+    assert checked_changes > 100  # the corpus really changes state at most steps
+
+
+def test_targets_and_history_come_from_the_trajectory(built: Path) -> None:
+    steps = {(r["trajectory_id"], r["step"]): r for r in rows(built, "trajectories", "full")}
+    for task in TASKS:
+        for row in rows(built, task, "full"):
+            this = steps[(row["trajectory_id"], row["step"])]
+            assert row["target"] == (this["output"] if task == "output_prediction" else this["code"])
+            assert not row["target_is_error"] and this["error"] is None
+            history = row["history"]
+            assert sum(len(c["code"]) + len(c["output"]) for c in history) <= CONTEXT_BUDGET
+            start = row["step"] - len(history)
+            expected = [steps[(row["trajectory_id"], i)] for i in range(start, row["step"])]
+            assert history == [{"code": s["code"], "output": s["output"]} for s in expected]
+            # restarts bound the history: no restart inside it, and none between it and the step
+            if history:
+                assert not any(s["restarted"] for s in expected[1:] + [this])
+
+
+def test_runtime_blocks_respect_their_budget(built: Path) -> None:
+    for task in TASKS:
+        assert all(len(r["runtime_text"]) <= RUNTIME_BUDGET for r in rows(built, task + RUNTIME_SUFFIX, "full"))
+
+
+def test_the_paper_sample_has_200_examples_stratified_10_180_10(built: Path) -> None:
+    for task in TASKS:
+        full = rows(built, task, "full")
+        test_ids = {r["example_id"] for r in rows(built, task, "test")}
+        ranked = sorted(full, key=lambda r: (len(r["target"]), r["example_id"]))
+        n = len(ranked)
+        q1, q3 = round(n / 4), round(3 * n / 4)
+        in_test = [r["example_id"] in test_ids for r in ranked]
+        assert (sum(in_test[:q1]), sum(in_test[q1:q3]), sum(in_test[q3:])) == (10, 180, 10)
+
+
+def assert_same_files(first: Path, second: Path) -> None:
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for name in files:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_rebuilding_with_the_options_of_the_card_gives_identical_bytes(
+    built: Path, corpus: list[Path], tmp_path: Path
+) -> None:
+    selection, render, license_id = read_build_options(built)
+    assert selection == SelectionOptions(max_context_chars=CONTEXT_BUDGET)
+    assert render == RenderOptions(max_runtime_chars=RUNTIME_BUDGET)
+    build_dataset(corpus, tmp_path / "again", selection, render, license_id)
+    assert_same_files(built, tmp_path / "again")
+
+
+def test_the_committed_build_is_reproduced_from_the_committed_trajectories(tmp_path: Path) -> None:
+    committed, sources = ROOT / "hf_dataset", ROOT / "data" / "trajectories"
+    if not (committed / "README.md").is_file():
+        pytest.skip("no committed build yet: themisto build data/trajectories -o hf_dataset")
+    selection, render, license_id = read_build_options(committed)
+    build_dataset(trajectory_files([sources]), tmp_path / "again", selection, render, license_id)
+    assert_same_files(committed, tmp_path / "again")
+
+
+def test_cli_build_all_with_json_runtime_is_reproducible_and_show_prints_the_pair(
+    corpus: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = corpus[0].parent
+    for name in ("a", "b"):
+        args = [
+            "build",
+            str(folder),
+            "-o",
+            str(tmp_path / name),
+            "--sample",
+            "all",
+            "--runtime-format",
+            "json",
+            "--seed",
+            "3",
+        ]
+        assert main(args) == 0
+    assert_same_files(tmp_path / "a", tmp_path / "b")
+    test = rows(tmp_path / "a", "next_cell_prediction_runtime", "test")
+    assert [r["example_id"] for r in test] == [
+        r["example_id"] for r in rows(tmp_path / "a", "next_cell_prediction", "full")
+    ]
+    payload = json.loads(test[5]["runtime_text"].split(":\n", 1)[1])
+    assert payload["not_shown"] == 0 and len(payload["variables"]) == len(test[5]["runtime"])
+
+    capsys.readouterr()
+    example_id = test[5]["example_id"]
+    assert main(["show", "next_cell_prediction_runtime", example_id, "--data", str(tmp_path / "a")]) == 0
+    shown = capsys.readouterr().out
+    plain = rows(tmp_path / "a", "next_cell_prediction", "test")[5]
+    assert plain["prompt"] in shown and test[5]["prompt"] in shown and plain["target"] in shown
+
+
+def test_bad_input_is_one_line_and_exit_2(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "output_prediction", "nope/1", "--data", str(built)]) == 2
+    assert main(["show", "no_such_task", "t/1", "--data", str(built)]) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"trajectory_id": "x"}\n', encoding="utf-8")
+    assert main(["build", str(bad), "-o", str(tmp_path / "out")]) == 2
+    assert main(["build", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "out")]) == 2
+    only_errors = synthetic_steps("e", 20, error_rate=1.0)
+    write_steps(tmp_path / "errors.jsonl", only_errors)
+    assert main(["build", str(tmp_path / "errors.jsonl"), "-o", str(tmp_path / "out")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 5 and all(line.startswith("themisto ") for line in errors)
+    assert "--include-errors" in errors[-1]
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,183 @@
+"""Example construction and selection: no after-state leakage, restarts, filters, sampling, history budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from synthetic import synthetic_steps, write_steps
+
+from themisto.exceptions import InputError
+from themisto.tasks import (
+    TASKS,
+    HistoryCell,
+    SelectionOptions,
+    cut_history,
+    iter_examples,
+    select,
+    stratified_sample,
+)
+from themisto.trajectory import Step, Variable
+
+
+def step(number: int, code: str, output: str = "", runtime: dict[str, str] | None = None, **extra) -> Step:
+    variables = [Variable(name, "builtins.int", 28, value) for name, value in (runtime or {}).items()]
+    return Step(
+        trajectory_id="t",
+        step=number,
+        cell_id=f"c{number}",
+        code=code,
+        output=output,
+        error=extra.pop("error", None),
+        execution_time=0.01,
+        memory_bytes=1000 + number,
+        runtime=variables,
+        state_hash=f"h{number}",
+        **extra,
+    )
+
+
+def test_runtime_is_the_state_before_the_step_never_after(tmp_path: Path) -> None:
+    path = write_steps(
+        tmp_path / "t.jsonl",
+        [
+            step(0, "x = 1", runtime={"x": "1"}),
+            step(1, "x = 2\nprint(x)", "2\n", runtime={"x": "2"}),
+            step(2, "y = x * 10", runtime={"x": "2", "y": "20"}),
+        ],
+    )
+    for task in TASKS:
+        examples = {e.step: e for e in iter_examples([path], task, ["t/0", "t/1", "t/2"], 10_000)}
+        assert examples[0].runtime == []
+        assert [(v.name, v.repr) for v in examples[1].runtime] == [("x", "1")]  # not the "2" that step 1 makes
+        assert [(v.name, v.repr) for v in examples[2].runtime] == [("x", "2")]
+        assert examples[1].memory_bytes_before == 1000
+    output = {e.step: e for e in iter_examples([path], "output_prediction", ["t/1"], 10_000)}[1]
+    assert (output.code, output.target) == ("x = 2\nprint(x)", "2\n")
+    next_cell = {e.step: e for e in iter_examples([path], "next_cell_prediction", ["t/1"], 10_000)}[1]
+    assert (next_cell.code, next_cell.target) == ("", "x = 2\nprint(x)")
+    assert next_cell.history == [HistoryCell("x = 1", "")]
+
+
+def test_a_restart_empties_runtime_and_starts_a_new_history(tmp_path: Path) -> None:
+    path = write_steps(
+        tmp_path / "t.jsonl",
+        [
+            step(0, "a = 1", runtime={"a": "1"}),
+            step(1, "b = 2", runtime={"a": "1", "b": "2"}),
+            step(2, "c = 3", runtime={"c": "3"}, restarted=True),
+            step(3, "print(c)", "3\n", runtime={"c": "3"}),
+        ],
+    )
+    examples = {e.step: e for e in iter_examples([path], "output_prediction", ["t/1", "t/2", "t/3"], 10_000)}
+    assert [v.name for v in examples[1].runtime] == ["a"]
+    assert examples[2].runtime == [] and examples[2].history == [] and examples[2].memory_bytes_before is None
+    assert [v.name for v in examples[3].runtime] == ["c"]
+    assert examples[3].history == [HistoryCell("c = 3", "")]  # nothing from before the restart
+
+
+def _lengths_corpus(tmp_path: Path, n: int) -> Path:
+    # step i has code and output of length i + 1, so the quantile cut is easy to predict
+    steps = [step(i, "c" * (i + 1), "o" * (i + 1)) for i in range(n)]
+    return write_steps(tmp_path / "t.jsonl", steps)
+
+
+def test_quantile_filter_drops_the_longest_steps(tmp_path: Path) -> None:
+    path = _lengths_corpus(tmp_path, 300)
+    selection = select([path], SelectionOptions(sample="all"))
+    # the 0.99 quantile of 1..300 is 297.01: lengths 298, 299 and 300 go
+    assert selection.max_code_chars == pytest.approx(297.01)
+    kept = set(selection.tasks["output_prediction"].full)
+    assert kept == {f"t/{i}" for i in range(297)}
+    loose = select([path], SelectionOptions(sample="all", quantile=1.0))
+    assert len(loose.tasks["output_prediction"].full) == 300
+
+
+def test_errors_are_excluded_by_default_and_kept_on_request(tmp_path: Path) -> None:
+    error = {"ename": "ZeroDivisionError", "evalue": "division by zero"}
+    path = write_steps(
+        tmp_path / "t.jsonl",
+        [step(0, "x = 1"), step(1, "1 / 0", "ZeroDivisionError: division by zero", error=error), step(2, "x")],
+    )
+    default = select([path], SelectionOptions(sample="all", quantile=1.0))
+    assert default.tasks["output_prediction"].full == ["t/0", "t/2"]
+    kept = select([path], SelectionOptions(sample="all", quantile=1.0, include_errors=True))
+    assert kept.tasks["output_prediction"].full == ["t/0", "t/1", "t/2"]
+    (example,) = iter_examples([path], "output_prediction", ["t/1"], 1000)
+    assert example.target_is_error and example.target == "ZeroDivisionError: division by zero"
+
+
+def test_stable_only_keeps_reproducible_steps(tmp_path: Path) -> None:
+    path = write_steps(
+        tmp_path / "t.jsonl", [step(0, "a", stable=True), step(1, "b", stable=False), step(2, "c", stable=None)]
+    )
+    chosen = select([path], SelectionOptions(sample="all", quantile=1.0, stable_only=True))
+    assert chosen.tasks["next_cell_prediction"].full == ["t/0"]
+    unknown = write_steps(tmp_path / "u.jsonl", [step(0, "a")])
+    with pytest.raises(InputError, match="stability"):
+        select([unknown], SelectionOptions(stable_only=True))
+
+
+def test_paper_sample_draws_10_180_10_from_rank_quartiles() -> None:
+    lengths = {f"t/{i}": i for i in range(1000)}
+    chosen, strata = stratified_sample(lengths, "0:output_prediction")
+    assert strata == (250, 500, 250)
+    ranks = sorted(lengths[key] for key in chosen)
+    assert len(ranks) == 200
+    assert sum(r < 250 for r in ranks) == 10
+    assert sum(250 <= r < 750 for r in ranks) == 180
+    assert sum(r >= 750 for r in ranks) == 10
+    assert stratified_sample(lengths, "0:output_prediction")[0] == chosen
+    assert stratified_sample(lengths, "1:output_prediction")[0] != chosen
+
+
+def test_short_strata_give_all_they_have() -> None:
+    chosen, strata = stratified_sample({f"t/{i}": i for i in range(100)}, "0:x")
+    assert strata == (25, 50, 25)
+    assert len(chosen) == 10 + 50 + 10
+
+
+def test_paper_sample_on_a_trajectory_corpus(tmp_path: Path) -> None:
+    path = write_steps(tmp_path / "s.jsonl", synthetic_steps("s", 800, error_rate=0.05))
+    selection = select([path], SelectionOptions())
+    for task in TASKS:
+        chosen = selection.tasks[task]
+        assert len(chosen.test) == 200
+        assert set(chosen.test) <= set(chosen.full)
+        order = {key: index for index, key in enumerate(chosen.full)}
+        assert [order[key] for key in chosen.test] == sorted(order[key] for key in chosen.test)
+    assert selection.tasks["output_prediction"].test != selection.tasks["next_cell_prediction"].test
+
+
+@pytest.mark.parametrize("budget", [0, 7, 30, 100, 10_000])
+def test_history_is_cut_from_the_oldest_end_at_cell_boundaries(budget: int) -> None:
+    session = [HistoryCell("x" * (i % 7), "y" * (i % 11)) for i in range(40)]
+    history = cut_history(session, budget)
+    assert sum(cell.chars for cell in history) <= budget
+    assert history == session[len(session) - len(history) :]  # a suffix of whole cells
+    if len(history) < len(session):
+        assert sum(cell.chars for cell in session[len(session) - len(history) - 1 :]) > budget
+
+
+def test_examples_respect_the_context_budget(tmp_path: Path) -> None:
+    steps = synthetic_steps("b", 200, restart_rate=0.0)
+    path = write_steps(tmp_path / "b.jsonl", steps)
+    by_step = {s.step: s for s in steps}
+    ids = [f"b/{i}" for i in range(200)]
+    for example in iter_examples([path], "next_cell_prediction", ids, 250):
+        assert sum(cell.chars for cell in example.history) <= 250
+        # the history is exactly the latest whole cells before the step
+        expected = [
+            HistoryCell(by_step[i].code, by_step[i].output)
+            for i in range(example.step - len(example.history), example.step)
+        ]
+        assert example.history == expected
+        assert example.history_dropped == example.step - len(example.history)
+
+
+def test_duplicate_steps_are_rejected(tmp_path: Path) -> None:
+    path = write_steps(tmp_path / "a.jsonl", [step(0, "a")])
+    copy = tmp_path / "b.jsonl"
+    copy.write_bytes(path.read_bytes())
+    with pytest.raises(InputError, match="twice"):
+        select([path, copy], SelectionOptions())

@@ -1,0 +1,118 @@
+"""The Zenodo importer on local files in the published shape (never downloads)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from themisto.cli import main
+from themisto.exceptions import SourceError
+from themisto.sources.zenodo import import_zenodo
+from themisto.tasks import SelectionOptions, select
+from themisto.trajectory import read_trajectory
+
+
+def published_steps(count: int) -> list[dict]:
+    """Steps as the paper describes the record: code, output, time, memory, variables, hash index."""
+    steps = []
+    for i in range(count):
+        steps.append(
+            {
+                "code": f"x = {i}\nprint(x * 2)",
+                "output": f"{i * 2}\n",
+                "execution_time": 0.25 + i,
+                "memory_bytes": 1_000_000 + i,
+                "runtime_variables": {"x": {"type": "int", "size": 28, "repr": str(i)}},
+                "hash_index": f"hash{i}",
+            }
+        )
+    return steps
+
+
+def test_json_trajectories_become_trajectory_jsonl(tmp_path: Path) -> None:
+    source = tmp_path / "record"
+    source.mkdir()
+    (source / "notebook_a.json").write_text(json.dumps(published_steps(4)), encoding="utf-8")
+    (source / "notebook_b.json").write_text(json.dumps({"steps": published_steps(2)}), encoding="utf-8")
+    written = import_zenodo(str(source), tmp_path / "out")
+    assert [p.name for p in written] == ["notebook_a.jsonl", "notebook_b.jsonl"]
+    steps = read_trajectory(written[0])
+    assert [s.step for s in steps] == [0, 1, 2, 3]
+    third = steps[2]
+    assert (third.trajectory_id, third.code, third.output) == ("notebook_a", "x = 2\nprint(x * 2)", "4\n")
+    assert (third.execution_time, third.memory_bytes, third.state_hash) == (2.25, 1_000_002, "hash2")
+    assert [(v.name, v.type, v.size_bytes, v.repr) for v in third.runtime] == [("x", "int", 28, "2")]
+    # the imported files feed the builder directly
+    assert len(select(written, SelectionOptions(sample="all")).tasks["output_prediction"].full) >= 5
+
+
+def test_csv_in_a_zip_with_nbformat_outputs_and_errors(tmp_path: Path) -> None:
+    rows = published_steps(3)
+    rows[1]["output"] = json.dumps(
+        [
+            {"output_type": "stream", "name": "stdout", "text": ["a\n"]},
+            {"output_type": "error", "ename": "KeyError", "evalue": "'k'", "traceback": []},
+        ]
+    )
+    table = tmp_path / "nb.csv"
+    with table.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, "runtime_variables": json.dumps(row["runtime_variables"])})
+    archive = tmp_path / "themisto.zip"
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.write(table, "data/nb.csv")
+    (written,) = import_zenodo(str(archive), tmp_path / "out")
+    steps = read_trajectory(written)
+    assert steps[1].runtime[0].repr == "1"
+    # CSV carries the outputs as JSON text, which is kept as the text it is
+    assert steps[1].output.startswith("[{")
+    nbformat = published_steps(1)
+    nbformat[0]["output"] = json.loads(rows[1]["output"])
+    (tmp_path / "nb2.json").write_text(json.dumps(nbformat), encoding="utf-8")
+    (converted,) = import_zenodo(str(tmp_path / "nb2.json"), tmp_path / "out2")
+    (step,) = read_trajectory(converted)
+    assert step.output == "a\nKeyError: 'k'\n"
+    assert step.error == {"ename": "KeyError", "evalue": "'k'"}
+
+
+def test_mismatched_fields_fail_with_one_line_naming_found_and_expected(tmp_path: Path) -> None:
+    bad = tmp_path / "nb.json"
+    bad.write_text(json.dumps([{"cell": "x = 1", "result": "", "mem": 3}]), encoding="utf-8")
+    with pytest.raises(SourceError) as info:
+        import_zenodo(str(bad), tmp_path / "out")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "found fields cell, mem, result" in message
+    assert "expected code" in message and "hash_index" in message and "runtime_variables" in message
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_cli_reports_bad_sources_as_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "nb.json"
+    broken.write_text("[{", encoding="utf-8")
+    assert main(["import-zenodo", str(broken), "-o", str(tmp_path / "out")]) == 2
+    assert main(["import-zenodo", str(tmp_path / "absent"), "-o", str(tmp_path / "out")]) == 2
+    (tmp_path / "notes.txt").write_text("hello", encoding="utf-8")
+    assert main(["import-zenodo", str(tmp_path / "notes.txt"), "-o", str(tmp_path / "out")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 3
+    assert "not valid JSON" in errors[0] and "no such file" in errors[1] and "unsupported file type" in errors[2]
+
+
+def test_a_failed_import_keeps_the_previous_complete_file(tmp_path: Path) -> None:
+    good = tmp_path / "nb.json"
+    good.write_text(json.dumps(published_steps(2)), encoding="utf-8")
+    (target,) = import_zenodo(str(good), tmp_path / "out")
+    before = target.read_bytes()
+    broken = published_steps(2)
+    broken[1]["runtime_variables"] = 7
+    good.write_text(json.dumps(broken), encoding="utf-8")
+    with pytest.raises(SourceError, match="runtime variables are int"):
+        import_zenodo(str(good), tmp_path / "out")
+    assert target.read_bytes() == before

@@ -1,0 +1,96 @@
+"""``themisto build``: trajectories -> the Hugging Face dataset folder (Parquet + dataset card)."""
+
+from __future__ import annotations
+
+import argparse
+
+from themisto.serialize import RUNTIME_FORMATS, RenderOptions
+from themisto.tasks import SAMPLES, SelectionOptions
+
+_SELECTION = SelectionOptions()
+_RENDER = RenderOptions()
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "build",
+        help="build the benchmark dataset from trajectories",
+        description="Turn trajectory JSONL files into the Themisto tasks and write them as a Hugging Face "
+        "dataset folder: <config>/<split>.parquet plus a README.md dataset card.",
+    )
+    parser.add_argument("trajectories", nargs="+", help="trajectory .jsonl files or folders holding them")
+    parser.add_argument("-o", "--output", default="hf_dataset", help="dataset folder to write (default: %(default)s)")
+    parser.add_argument(
+        "--sample",
+        choices=SAMPLES,
+        default=_SELECTION.sample,
+        help="test split: 'paper' = 200 per task stratified by target-length quartile (10/180/10), "
+        "'all' = every eligible example (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=_SELECTION.seed, help="seed of the paper sample (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--include-errors", action="store_true", help="keep steps whose output is an exception (excluded by default)"
+    )
+    parser.add_argument(
+        "--stable-only", action="store_true", help="keep only steps whose output was reproducible across re-executions"
+    )
+    parser.add_argument(
+        "--quantile",
+        type=float,
+        default=_SELECTION.quantile,
+        help="drop steps whose code or output is longer than this length quantile (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-context-chars",
+        type=int,
+        default=_SELECTION.max_context_chars,
+        help="history budget: characters of code and output, oldest whole cells cut first (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--runtime-format",
+        choices=RUNTIME_FORMATS,
+        default=_RENDER.runtime_format,
+        help="how the runtime block lists the variables (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-runtime-chars",
+        type=int,
+        default=_RENDER.max_runtime_chars,
+        help="budget of the whole runtime block (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-repr-chars",
+        type=int,
+        default=_RENDER.max_repr_chars,
+        help="each variable's repr is cut to this many characters (default: %(default)s)",
+    )
+    parser.add_argument("--license", default="apache-2.0", help="license id written to the card (default: %(default)s)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import datasets
+
+    from themisto.dataset import build_dataset
+    from themisto.trajectory import trajectory_files
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    selection = SelectionOptions(
+        sample=args.sample,
+        seed=args.seed,
+        include_errors=args.include_errors,
+        quantile=args.quantile,
+        stable_only=args.stable_only,
+        max_context_chars=args.max_context_chars,
+    )
+    render = RenderOptions(
+        runtime_format=args.runtime_format, max_runtime_chars=args.max_runtime_chars, max_repr_chars=args.max_repr_chars
+    )
+    summary = build_dataset(trajectory_files(args.trajectories), args.output, selection, render, args.license)
+    print(f"built {args.output} from {summary.selection.trajectories} trajectories ({summary.selection.steps} steps)")
+    for config, splits in summary.rows.items():
+        print(f"  {config}: " + ", ".join(f"{split} {count}" for split, count in splits.items()))
+    return 0

@@ -1,0 +1,220 @@
+"""Render an example's history and runtime state into the prompts a model sees.
+
+:func:`render_pair` makes both prompts of a pair at once::
+
+    with runtime    = head + runtime_block + question
+    without runtime = head + question
+
+so the two differ exactly by the runtime block, which is also returned on its
+own (the dataset's ``runtime_text``). The block is never empty: a session with
+no variables says so, so the runtime condition always visibly carries the
+snapshot.
+
+Runtime formats (each bounded by ``max_runtime_chars`` for the whole block):
+
+- ``text``: one entry per variable, ``name: type, size, shape/len`` then its
+  repr, indented.
+- ``json``: an object ``{"variables": [...], "not_shown": k}`` with one
+  variable object per line (keys sorted).
+- ``referenced``: the ``text`` format restricted to the variables the target
+  cell's code refers to (output prediction) or, for next-cell prediction, the
+  code of the last ``referenced_window`` history cells. Names come from the
+  ``ast`` of the code, IPython magics and shell lines removed; code that still
+  does not parse falls back to a regex over identifiers.
+
+Truncation is deterministic: each repr is cut to ``max_repr_chars``, then
+whole variables are kept in snapshot order while the block fits the budget and
+the rest are counted in a closing line (``not_shown`` in JSON).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from themisto.exceptions import InputError
+from themisto.tasks import Example, HistoryCell
+from themisto.trajectory import Variable
+
+RUNTIME_FORMATS = ("text", "json", "referenced")
+TRUNCATION_MARK = "…[truncated]"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# IPython lines that are not Python: magics (%, %%), shell escapes (!) and help (?name)
+_IPYTHON_LINE = re.compile(r"^\s*(%|!|\?)")
+
+_INTRO = (
+    "Below is the execution history of a Jupyter notebook session: the code cells in the order "
+    "they were executed, each followed by its output.\n\n"
+)
+_QUESTIONS = {
+    "output_prediction": "Predict the output of this code cell. Answer with the output only.\n",
+    "next_cell_prediction": ("Predict the code of the next cell that will be executed. Answer with the code only.\n"),
+}
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How the runtime block is rendered and bounded."""
+
+    runtime_format: str = "text"  # one of RUNTIME_FORMATS
+    max_runtime_chars: int = 2000  # budget of the whole runtime block, header included
+    max_repr_chars: int = 300  # each variable's repr is cut to this many characters
+    referenced_window: int = 3  # next-cell "referenced": names used in this many latest history cells
+
+    def __post_init__(self) -> None:
+        if self.runtime_format not in RUNTIME_FORMATS:
+            raise InputError(
+                f"unknown runtime format {self.runtime_format!r}; expected one of {', '.join(RUNTIME_FORMATS)}"
+            )
+        if self.max_runtime_chars < 200:
+            raise InputError(f"the runtime budget must be at least 200 characters, got {self.max_runtime_chars}")
+        if self.max_repr_chars < len(TRUNCATION_MARK):
+            raise InputError(f"max_repr_chars must be at least {len(TRUNCATION_MARK)}")
+
+
+@dataclass(frozen=True)
+class PromptPair:
+    """The two prompts of an example and the block that tells them apart."""
+
+    with_runtime: str
+    without_runtime: str
+    runtime_text: str
+
+
+def render_pair(example: Example, options: RenderOptions) -> PromptPair:
+    """Render both prompts of ``example``; they differ exactly by ``runtime_text``."""
+    head = _INTRO + render_history(example.history)
+    question = _QUESTIONS[example.task]
+    if example.task == "output_prediction":
+        question += fence(example.code, "python")
+    runtime_text = render_runtime(
+        example.runtime, options, referenced_from=referencing_code(example, options), memory=example.memory_bytes_before
+    )
+    return PromptPair(head + runtime_text + question, head + question, runtime_text)
+
+
+def referencing_code(example: Example, options: RenderOptions) -> list[str]:
+    """The code whose names decide which variables ``referenced`` shows."""
+    if example.task == "output_prediction":
+        return [example.code]
+    recent = example.history[-options.referenced_window :] if options.referenced_window else []
+    return [cell.code for cell in recent]
+
+
+def fence(text: str, lang: str = "") -> str:
+    """A Markdown code block around ``text``, with a fence longer than any backtick run inside."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    marks = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f"{marks}{lang}\n{body}{marks}\n"
+
+
+def render_history(history: list[HistoryCell]) -> str:
+    if not history:
+        return "Previous code cells and their outputs: none (this is the first cell of the kernel session).\n\n"
+    parts = ["Previous code cells and their outputs:\n\n"]
+    for number, cell in enumerate(history, 1):
+        parts.append(f"Cell {number}:\n{_render_cell(cell.code, cell.output)}")
+    return "".join(parts)
+
+
+@functools.lru_cache(maxsize=8192)
+def _render_cell(code: str, output: str) -> str:
+    # cached: consecutive examples of a session repeat almost the same history
+    rendered_output = fence(output) if output else "(no output)\n"
+    return f"{fence(code, 'python')}Output:\n{rendered_output}\n"
+
+
+def referenced_names(code: str) -> set[str]:
+    """Names a piece of notebook code refers to (loads, stores and attribute bases)."""
+    python = "\n".join("" if _IPYTHON_LINE.match(line) else line for line in code.splitlines())
+    try:
+        tree = ast.parse(python)
+    except (SyntaxError, ValueError):
+        return set(_IDENTIFIER.findall(code))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+    return names
+
+
+def render_runtime(
+    variables: list[Variable], options: RenderOptions, referenced_from: list[str], memory: int | None = None
+) -> str:
+    """The runtime block in the chosen format, within ``options.max_runtime_chars``."""
+    shown = variables
+    scope = "user variables"
+    if options.runtime_format == "referenced":
+        names = set().union(*(referenced_names(code) for code in referenced_from)) if referenced_from else set()
+        shown = [var for var in variables if var.name in names]
+        scope = f"variables referenced by the code, out of {len(variables)} user variables"
+    memory_note = f", kernel memory {memory} bytes" if memory is not None else ""
+    header = f"Runtime state of the kernel before this cell ({len(shown)} {scope}{memory_note}):\n"
+    if options.runtime_format == "json":
+        entries = [_json_line(var, options.max_repr_chars) for var in shown]
+
+        def render(kept: int) -> str:
+            body = ",\n".join(entries[:kept]) + ("\n" if kept else "")
+            return f'{header}{{"variables": [\n{body}], "not_shown": {len(entries) - kept}}}\n\n'
+
+    else:
+        entries = [_text_entry(var, options.max_repr_chars) for var in shown]
+
+        def render(kept: int) -> str:
+            omitted = len(entries) - kept
+            listing = "".join(entries[:kept]) if entries else "(none)\n"
+            return header + listing + (f"... {omitted} more variables not shown\n" if omitted else "") + "\n"
+
+    return _largest_fitting(render, [len(entry) for entry in entries], options.max_runtime_chars, len(header))
+
+
+def _largest_fitting(render: Callable[[int], str], sizes: list[int], budget: int, fixed: int) -> str:
+    """``render(k)`` for the largest ``k`` whose text fits ``budget`` (``k = 0`` at worst)."""
+    # render(k) is at least ``fixed`` plus the first k entries: start where those alone still fit
+    start, used = 0, fixed
+    for size in sizes:
+        if used + size > budget:
+            break
+        used, start = used + size, start + 1
+    for kept in range(start, 0, -1):
+        text = render(kept)
+        if len(text) <= budget:
+            return text
+    return render(0)
+
+
+def _cut_repr(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK
+
+
+def _text_entry(var: Variable, max_repr_chars: int) -> str:
+    facts = [var.type, f"{var.size_bytes} bytes" if var.size_bytes is not None else "size unknown"]
+    if var.shape is not None:
+        facts.append("shape " + "x".join(str(d) for d in var.shape))
+    if var.len is not None:
+        facts.append(f"len {var.len}")
+    value = _cut_repr(var.repr, max_repr_chars)
+    if var.repr_truncated and not value.endswith(TRUNCATION_MARK):
+        value += TRUNCATION_MARK
+    indented = "\n".join("    " + line for line in value.splitlines() or [""])
+    return f"- {var.name}: {', '.join(facts)}\n{indented}\n"
+
+
+def _json_line(var: Variable, max_repr_chars: int) -> str:
+    entry: dict[str, Any] = {"name": var.name, "type": var.type, "size_bytes": var.size_bytes}
+    if var.shape is not None:
+        entry["shape"] = var.shape
+    if var.len is not None:
+        entry["len"] = var.len
+    cut = _cut_repr(var.repr, max_repr_chars)
+    entry["repr"] = cut
+    entry["repr_truncated"] = var.repr_truncated or cut != var.repr
+    return "  " + json.dumps(entry, ensure_ascii=False, sort_keys=True)

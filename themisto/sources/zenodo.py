@@ -1,0 +1,330 @@
+"""Read the published Themisto record (Zenodo 14861889) and convert it to trajectory JSONL.
+
+The paper describes the record as trajectories of re-executed notebooks where
+every step carries: code, output, execution time, memory bytes, runtime
+variables and a hash index of the state. The exact file layout of the record
+could not be checked from here (no network at development time), so the reader
+accepts that content in the usual serialisations and fails with one line that
+names the fields it found and the ones it expected when a file does not match.
+
+Assumed shape:
+
+- the source is a local file, a folder, a ``.zip`` archive, a Zenodo record
+  (``https://zenodo.org/records/14861889``, ``zenodo:14861889`` or the bare
+  number) or a direct file URL; online sources are fetched with ``fsspec``
+  (the record's file list from the Zenodo API) and ``datasets``' download
+  manager (cached, resumable), never in tests;
+- every data file is one trajectory, named after the file stem unless its
+  records carry a ``notebook``/``trajectory_id`` field. Formats: ``.jsonl`` (a
+  step per line), ``.json`` (a list of steps, an object holding that list under
+  ``steps``/``trajectory``/``cells``/``data``, or an object mapping notebook
+  names to such lists), ``.csv`` (a step per row, nested values as JSON text)
+  and ``.parquet``;
+- a step has the fields below, under any of the listed names. Runtime
+  variables are a list of objects with a ``name`` or an object mapping names to
+  either a description (``type``, ``size``, ``repr``) or a repr string. The
+  output is text or a list of nbformat outputs.
+
+Nothing is evaluated: JSON is parsed with ``json``, CSV with ``csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from themisto.exceptions import SourceError
+from themisto.trajectory import Step, TrajectoryWriter, Variable
+
+RECORD_ID = "14861889"
+ZENODO_API = "https://zenodo.org/api/records/{record}"
+DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+
+# canonical field -> the names it may have in the published files
+FIELDS: dict[str, tuple[str, ...]] = {
+    "code": ("code", "source", "cell_source"),
+    "output": ("output", "outputs", "cell_output"),
+    "execution_time": ("execution_time", "exec_time", "time"),
+    "memory_bytes": ("memory_bytes", "memory", "memory_usage"),
+    "variables": ("runtime_variables", "variables", "runtime", "vars"),
+    "hash_index": ("hash_index", "hash", "state_hash"),
+}
+_OPTIONAL: dict[str, tuple[str, ...]] = {
+    "trajectory_id": ("trajectory_id", "notebook", "notebook_name"),
+    "cell_id": ("cell_id", "cell_index", "cell_num"),
+    "error": ("error",),
+    "restarted": ("restarted", "kernel_restarted"),
+}
+_LIST_KEYS = ("steps", "trajectory", "cells", "data")
+_RECORD_URL = re.compile(r"^(?:https?://(?:www\.)?zenodo\.org/(?:records|record)/|zenodo:)?(\d+)/?$")
+
+
+def _pick(record: dict[str, Any], names: tuple[str, ...]) -> Any:
+    for name in names:
+        if name in record:
+            return record[name]
+    return None
+
+
+def _check_fields(record: Any, where: str) -> None:
+    found = sorted(record) if isinstance(record, dict) else [type(record).__name__]
+    missing = (
+        [key for key, names in FIELDS.items() if not any(name in record for name in names)]
+        if isinstance(record, dict)
+        else list(FIELDS)
+    )
+    if missing:
+        expected = "; ".join(f"{key} ({'|'.join(names)})" for key, names in FIELDS.items())
+        raise SourceError(f"{where}: not a Themisto step: found fields {', '.join(found)}; expected {expected}")
+
+
+def render_outputs(outputs: Any) -> tuple[str, dict[str, str] | None]:
+    """Plain text of an output field (text or nbformat outputs) and the error it shows, if any."""
+    if outputs is None:
+        return "", None
+    if isinstance(outputs, str):
+        return outputs, None
+    if not isinstance(outputs, list):
+        return json.dumps(outputs, ensure_ascii=False, sort_keys=True), None
+    parts: list[str] = []
+    error = None
+    for out in outputs:
+        if not isinstance(out, dict):
+            parts.append(str(out))
+            continue
+        kind = out.get("output_type")
+        if kind == "stream":
+            text = out.get("text", "")
+            parts.append("".join(text) if isinstance(text, list) else str(text))
+        elif kind == "error":
+            error = {"ename": str(out.get("ename", "")), "evalue": str(out.get("evalue", ""))}
+            parts.append(f"{error['ename']}: {error['evalue']}\n")
+        else:
+            data = out.get("data", {})
+            text = data.get("text/plain")
+            if text is not None:
+                parts.append(("".join(text) if isinstance(text, list) else str(text)) + "\n")
+            else:
+                parts.extend(f"<{mime}>\n" for mime in sorted(data))
+    return "".join(parts), error
+
+
+def _variables(raw: Any, where: str) -> list[Variable]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else []
+        except json.JSONDecodeError:
+            raise SourceError(f"{where}: runtime variables are not JSON text") from None
+    if isinstance(raw, dict):
+        raw = [
+            dict(desc, name=name) if isinstance(desc, dict) else {"name": name, "repr": desc}
+            for name, desc in raw.items()
+        ]
+    if not isinstance(raw, list):
+        raise SourceError(f"{where}: runtime variables are {type(raw).__name__}, expected a list or an object")
+    variables = []
+    for var in raw:
+        if not isinstance(var, dict) or "name" not in var:
+            raise SourceError(f"{where}: a runtime variable has no name")
+        size = _pick(var, ("size_bytes", "size", "memory"))
+        shape = var.get("shape")
+        variables.append(
+            Variable(
+                name=str(var["name"]),
+                type=str(_pick(var, ("type", "dtype")) or "unknown"),
+                size_bytes=int(size) if isinstance(size, (int, float)) and not isinstance(size, bool) else None,
+                repr=str(_pick(var, ("repr", "value")) or ""),
+                shape=[int(d) for d in shape] if isinstance(shape, list) else None,
+                len=var.get("len") if isinstance(var.get("len"), int) else None,
+            )
+        )
+    return variables
+
+
+def _number(value: Any, kind: type) -> Any:
+    if value is None or value == "":
+        return None
+    try:
+        return kind(float(value)) if kind is int else kind(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _flag(value: Any) -> bool:
+    """A boolean that CSV may spell as text."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def convert_steps(records: list[Any], trajectory_id: str, where: str) -> list[Step]:
+    """Validate published step records and turn them into trajectory steps."""
+    steps = []
+    for index, record in enumerate(records):
+        at = f"{where} step {index}"
+        _check_fields(record, at)
+        output, error = render_outputs(_pick(record, FIELDS["output"]))
+        raw_error = record.get("error")
+        if isinstance(raw_error, dict) and {"ename", "evalue"} <= set(raw_error):
+            error = {"ename": str(raw_error["ename"]), "evalue": str(raw_error["evalue"])}
+        cell_id = _pick(record, _OPTIONAL["cell_id"])
+        steps.append(
+            Step(
+                trajectory_id=str(_pick(record, _OPTIONAL["trajectory_id"]) or trajectory_id),
+                step=index,
+                cell_id=str(cell_id) if cell_id is not None else str(index),
+                code=str(_pick(record, FIELDS["code"]) or ""),
+                output=output,
+                error=error,
+                execution_time=_number(_pick(record, FIELDS["execution_time"]), float) or 0.0,
+                memory_bytes=_number(_pick(record, FIELDS["memory_bytes"]), int),
+                runtime=_variables(_pick(record, FIELDS["variables"]), at),
+                state_hash=str(_pick(record, FIELDS["hash_index"])),
+                restarted=_flag(_pick(record, _OPTIONAL["restarted"])),
+            )
+        )
+    return steps
+
+
+def _parse_json_document(data: Any, stem: str, where: str) -> Iterator[tuple[str, list[Any]]]:
+    if isinstance(data, list):
+        yield stem, data
+        return
+    if isinstance(data, dict):
+        for key in _LIST_KEYS:
+            if isinstance(data.get(key), list):
+                yield str(data.get("trajectory_id") or data.get("notebook") or stem), data[key]
+                return
+        if data and all(isinstance(v, list) for v in data.values()):
+            for name, steps in data.items():
+                yield str(name), steps
+            return
+    found = ", ".join(sorted(data)) if isinstance(data, dict) else type(data).__name__
+    raise SourceError(
+        f"{where}: no list of steps; found {found}; expected a list or an object with {'/'.join(_LIST_KEYS)}"
+    )
+
+
+def read_records(name: str, data: bytes) -> Iterator[tuple[str, list[Any]]]:
+    """(trajectory name, step records) for every trajectory in one data file's bytes."""
+    stem = Path(name).stem
+    suffix = Path(name).suffix.lower()
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            yield stem, pq.read_table(io.BytesIO(data)).to_pylist()
+            return
+        text = data.decode("utf-8")
+        if suffix == ".jsonl":
+            yield stem, [json.loads(line) for line in text.splitlines() if line.strip()]
+        elif suffix == ".json":
+            yield from _parse_json_document(json.loads(text), stem, name)
+        elif suffix == ".csv":
+            yield stem, list(csv.DictReader(io.StringIO(text)))
+        else:
+            raise SourceError(f"{name}: unsupported file type; expected one of {', '.join(DATA_SUFFIXES)} or .zip")
+    except UnicodeDecodeError:
+        raise SourceError(f"{name}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on a corrupt file
+        raise SourceError(f"{name}: cannot read ({exc})") from None
+
+
+def _data_files(path: Path, name: str | None = None) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of every data file in a file, folder or zip archive, in name order.
+
+    ``name`` stands for the file's own name when the path does not carry it (a download cache entry).
+    """
+    name = name or path.name
+    if path.is_dir():
+        for child in sorted(p for p in path.rglob("*") if p.is_file()):
+            if child.suffix.lower() in (*DATA_SUFFIXES, ".zip"):
+                yield from _data_files(child)
+    elif Path(name).suffix.lower() == ".zip":
+        try:
+            with zipfile.ZipFile(path) as archive:
+                for info in sorted(archive.infolist(), key=lambda i: i.filename):
+                    if not info.is_dir() and Path(info.filename).suffix.lower() in DATA_SUFFIXES:
+                        yield info.filename, archive.read(info)
+        except zipfile.BadZipFile:
+            raise SourceError(f"{name}: not a valid zip archive") from None
+    elif path.is_file():
+        yield name, path.read_bytes()
+    else:
+        raise SourceError(f"no such file or folder: {path}")
+
+
+def download(source: str) -> list[tuple[Path, str]]:
+    """Fetch a Zenodo record (all its files) or a file URL into the ``datasets`` cache.
+
+    Returns (cached path, file name) pairs: the cache names files by hash, the name keeps the format.
+    """
+    import datasets
+    import fsspec
+
+    match = _RECORD_URL.match(source)
+    if match:
+        api = ZENODO_API.format(record=match.group(1))
+        try:
+            with fsspec.open(api, "rb") as handle:
+                record = json.loads(handle.read())
+            files = [(entry["links"]["self"], entry["key"]) for entry in record["files"]]
+        except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise SourceError(f"cannot list the files of Zenodo record {match.group(1)}: {exc}") from None
+    else:
+        files = [(source, source.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])]
+    try:
+        paths = datasets.DownloadManager().download([url for url, _ in files])
+    except (OSError, ConnectionError) as exc:
+        raise SourceError(f"cannot download {source}: {exc}") from None
+    return [(Path(path), name) for path, (_, name) in zip(paths, files, strict=True)]
+
+
+def _is_online(source: str) -> bool:
+    """A URL, ``zenodo:ID``, or a bare record number that is not also a local path."""
+    if source.startswith(("http://", "https://", "zenodo:")):
+        return True
+    return bool(_RECORD_URL.match(source)) and not Path(source).exists()
+
+
+def load_trajectories(source: str) -> list[list[Step]]:
+    """Every trajectory of a local or online Themisto source, as steps."""
+    locations = download(source) if _is_online(source) else [(Path(source), None)]
+    trajectories: list[list[Step]] = []
+    for location, file_name in locations:
+        for name, data in _data_files(location, file_name):
+            for trajectory_id, records in read_records(name, data):
+                trajectories.append(convert_steps(records, trajectory_id, f"{name}"))
+    if not trajectories:
+        raise SourceError(f"{source}: no data files ({', '.join(DATA_SUFFIXES)} or .zip) found")
+    return trajectories
+
+
+def import_zenodo(source: str, out_dir: Path) -> list[Path]:
+    """Convert a Themisto source to one trajectory JSONL file per trajectory in ``out_dir``."""
+    out_dir = Path(out_dir)
+    written = []
+    for steps in load_trajectories(source):
+        if not steps:
+            continue
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", steps[0].trajectory_id)
+        target = out_dir / f"{safe}.jsonl"
+        if target in written:
+            raise SourceError(f"{source}: two trajectories are named {steps[0].trajectory_id!r}")
+        partial = target.with_suffix(".jsonl.partial")
+        partial.unlink(missing_ok=True)
+        with TrajectoryWriter(partial) as writer:
+            for step in steps:
+                writer.write(step)
+        os.replace(partial, target)  # a half-converted file never replaces a complete one
+        written.append(target)
+    return written

@@ -1,0 +1,263 @@
+"""Turn trajectories into the two Themisto tasks: output prediction and next-cell prediction.
+
+For step t of a trajectory one example per task is made:
+
+- ``output_prediction``: the history before t, the code of step t and the
+  runtime state before t; the target is the output of step t.
+- ``next_cell_prediction``: the same history and runtime state; the target is
+  the code of step t (so the example's ``code`` is empty).
+
+The runtime state before t is the snapshot recorded *after* step t-1, never the
+one of step t (that would leak the answer). It is empty for the first step of a
+trajectory and for a step that has ``restarted`` set.
+
+Restarts bound the history. The history of step t holds only the steps run in
+the same kernel session as t, i.e. after the last restart at or before t. The
+prompt then describes one live session consistently: cells whose effects were
+wiped by a restart are not shown next to a runtime state that no longer holds
+them. The step that restarts the kernel therefore has an empty history and an
+empty runtime, like the first step of a trajectory; such examples are kept (the
+code alone often decides the output, e.g. of imports).
+
+The history is then cut to ``max_context_chars`` (the sum of the code and
+output lengths of its cells) from the oldest end, one whole cell at a time, so a
+cell is never cut in the middle; it stays a contiguous run of the most recent
+cells.
+
+Selection follows the paper's protocol, each rule an option:
+
+1. Steps whose code or output is longer than the ``quantile`` (0.99) quantile
+   of all steps of all input trajectories are not eligible, for either task.
+2. Steps whose output is an exception are not eligible unless
+   ``include_errors`` (the target is then the recorded output, which ends with
+   the ``EName: evalue`` line).
+3. With ``stable_only``, only steps marked ``stable`` (output identical across
+   re-executions) are eligible.
+4. ``sample="paper"``: 200 examples per task, stratified by target length
+   (output length, or code length for next cell): the eligible examples are
+   ranked by (target length, example id) and cut into four equal rank
+   quartiles; 10 are drawn from Q1, 180 from Q2 and Q3 together, 10 from Q4,
+   with ``random.Random`` seeded by the seed and the task name. A stratum with
+   fewer examples than asked contributes all it has. ``sample="all"`` keeps
+   every eligible example in the test split as well.
+
+Building streams: a first pass collects only lengths and flags per step, the
+second pass re-reads one trajectory at a time and yields the chosen examples.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from themisto.exceptions import InputError
+from themisto.trajectory import Step, Variable, iter_steps
+
+TASKS = ("output_prediction", "next_cell_prediction")
+SAMPLES = ("paper", "all")
+# Examples drawn from the target-length quartiles Q1, Q2+Q3 and Q4 (the paper's 10/180/10).
+PAPER_STRATA = (10, 180, 10)
+
+
+@dataclass(frozen=True)
+class SelectionOptions:
+    """Which steps become examples and how the history is bounded."""
+
+    sample: str = "paper"  # "paper" (200 per task, stratified) or "all" (every eligible example)
+    seed: int = 0  # seeds the stratified draw of sample="paper"
+    include_errors: bool = False  # keep steps whose output is an exception
+    quantile: float = 0.99  # drop steps whose code or output is longer than this length quantile
+    stable_only: bool = False  # keep only steps whose output was reproducible across re-executions
+    max_context_chars: int = 8000  # budget of the history: sum of code and output lengths of its cells
+
+    def __post_init__(self) -> None:
+        if self.sample not in SAMPLES:
+            raise InputError(f"unknown sample {self.sample!r}; expected one of {', '.join(SAMPLES)}")
+        if not 0.0 < self.quantile <= 1.0:
+            raise InputError(f"quantile must be in (0, 1], got {self.quantile}")
+        if self.max_context_chars < 0:
+            raise InputError(f"max_context_chars must be >= 0, got {self.max_context_chars}")
+
+
+@dataclass(frozen=True)
+class HistoryCell:
+    """One executed cell shown to the model: its code and plain-text output."""
+
+    code: str
+    output: str
+
+    @property
+    def chars(self) -> int:
+        return len(self.code) + len(self.output)
+
+
+@dataclass
+class Example:
+    """One task example before rendering."""
+
+    task: str
+    example_id: str
+    trajectory_id: str
+    step: int
+    history: list[HistoryCell]
+    history_dropped: int  # older cells of the session left out by the context budget
+    code: str
+    runtime: list[Variable]
+    memory_bytes_before: int | None
+    target: str
+    target_is_error: bool
+    stable: bool | None
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What selection needs to know about a step, without its payload."""
+
+    example_id: str
+    code_chars: int
+    output_chars: int
+    is_error: bool
+    stable: bool | None
+
+    def target_chars(self, task: str) -> int:
+        return self.output_chars if task == "output_prediction" else self.code_chars
+
+
+@dataclass
+class TaskSelection:
+    """The example ids of one task: all eligible ones and the test sample."""
+
+    full: list[str]
+    test: list[str]
+    strata: tuple[int, int, int] | None  # sizes of Q1, Q2+Q3, Q4 among eligible examples (paper sample)
+
+
+@dataclass
+class Selection:
+    """The outcome of selection over a set of trajectories."""
+
+    trajectories: int
+    steps: int
+    errors: int
+    max_code_chars: float
+    max_output_chars: float
+    tasks: dict[str, TaskSelection] = field(default_factory=dict)
+
+
+def example_id(trajectory_id: str, step: int) -> str:
+    return f"{trajectory_id}/{step}"
+
+
+def scan(paths: Sequence[Path]) -> list[StepStats]:
+    """First pass: lengths and flags of every step, in trajectory-file order."""
+    stats: list[StepStats] = []
+    seen: set[str] = set()
+    for path in paths:
+        for step in iter_steps(path):
+            key = example_id(step.trajectory_id, step.step)
+            if key in seen:
+                raise InputError(f"{path}: step {key} occurs twice (duplicate trajectory id or step number)")
+            seen.add(key)
+            stats.append(StepStats(key, len(step.code), len(step.output), step.error is not None, step.stable))
+    return stats
+
+
+def select(paths: Sequence[Path], options: SelectionOptions) -> Selection:
+    """Apply the selection protocol and return the chosen example ids per task."""
+    stats = scan(paths)
+    if not stats:
+        raise InputError("the trajectories hold no steps")
+    max_code = float(np.quantile([s.code_chars for s in stats], options.quantile))
+    max_output = float(np.quantile([s.output_chars for s in stats], options.quantile))
+    if options.stable_only and not any(s.stable is not None for s in stats):
+        raise InputError("--stable-only: no step has stability information (run `themisto stability` first)")
+    eligible = [
+        s
+        for s in stats
+        if s.code_chars <= max_code
+        and s.output_chars <= max_output
+        and (options.include_errors or not s.is_error)
+        and (not options.stable_only or s.stable is True)
+    ]
+    selection = Selection(
+        trajectories=len({s.example_id.rsplit("/", 1)[0] for s in stats}),
+        steps=len(stats),
+        errors=sum(s.is_error for s in stats),
+        max_code_chars=max_code,
+        max_output_chars=max_output,
+    )
+    for task in TASKS:
+        full = [s.example_id for s in eligible]
+        if options.sample == "all":
+            selection.tasks[task] = TaskSelection(full, list(full), None)
+            continue
+        lengths = {s.example_id: s.target_chars(task) for s in eligible}
+        chosen, strata = stratified_sample(lengths, f"{options.seed}:{task}")
+        # the test split keeps the trajectory order of the full split
+        selection.tasks[task] = TaskSelection(full, [i for i in full if i in chosen], strata)
+    return selection
+
+
+def stratified_sample(
+    lengths: dict[str, int], seed: str, counts: tuple[int, int, int] = PAPER_STRATA
+) -> tuple[set[str], tuple[int, int, int]]:
+    """Draw ``counts`` ids from the rank quartiles Q1, Q2+Q3, Q4 of the target lengths."""
+    ranked = sorted(lengths, key=lambda key: (lengths[key], key))
+    n = len(ranked)
+    q1_end, q3_end = round(n / 4), round(3 * n / 4)
+    strata = [ranked[:q1_end], ranked[q1_end:q3_end], ranked[q3_end:]]
+    rng = random.Random(seed)  # str seeds hash with SHA-512: stable across processes
+    chosen: set[str] = set()
+    for stratum, wanted in zip(strata, counts, strict=True):
+        chosen.update(rng.sample(stratum, min(wanted, len(stratum))))
+    return chosen, (len(strata[0]), len(strata[1]), len(strata[2]))
+
+
+def cut_history(session: Sequence[HistoryCell], budget: int) -> list[HistoryCell]:
+    """The most recent whole cells of ``session`` whose total size fits ``budget``."""
+    kept = 0
+    used = 0
+    for cell in reversed(session):
+        if used + cell.chars > budget:
+            break
+        used += cell.chars
+        kept += 1
+    return list(session[len(session) - kept :])
+
+
+def iter_examples(
+    paths: Sequence[Path], task: str, ids: set[str] | list[str], max_context_chars: int
+) -> Iterator[Example]:
+    """Second pass: yield the examples of ``task`` whose ids are in ``ids``, in trajectory order."""
+    if task not in TASKS:
+        raise InputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    wanted = set(ids)
+    for path in paths:
+        session: list[HistoryCell] = []
+        before: Step | None = None  # the previous step of the same kernel session
+        for step in iter_steps(path):
+            if step.restarted:
+                session, before = [], None
+            key = example_id(step.trajectory_id, step.step)
+            if key in wanted:
+                history = cut_history(session, max_context_chars)
+                yield Example(
+                    task=task,
+                    example_id=key,
+                    trajectory_id=step.trajectory_id,
+                    step=step.step,
+                    history=history,
+                    history_dropped=len(session) - len(history),
+                    code=step.code if task == "output_prediction" else "",
+                    runtime=list(before.runtime) if before else [],
+                    memory_bytes_before=before.memory_bytes if before else None,
+                    target=step.output if task == "output_prediction" else step.code,
+                    target_is_error=step.error is not None,
+                    stable=step.stable,
+                )
+            session.append(HistoryCell(step.code, step.output))
+            before = step
