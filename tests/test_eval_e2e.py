@@ -1,0 +1,191 @@
+"""End to end: real lm-eval runs of a tiny GPT-2 and of the baselines on the four tasks.
+
+The model is a randomly initialised 2-layer GPT-2 with a byte-level BPE
+tokenizer trained here on the prompts, so nothing is downloaded. Budget: about
+one minute (the plain ``lm_eval`` command alone spends ~20 s indexing its
+built-in tasks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dataset_fixture import TASK_CONFIGS, is_test_example, task_rows, write_dataset
+from themisto.cli import main as themisto_main
+from themisto.evaluation import TASKS
+from themisto.metrics import METRIC_NAMES, score_sample
+
+REPO = Path(__file__).resolve().parent.parent
+LIMIT = 3
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random GPT-2 (2 layers, width 64) and a BPE tokenizer trained on the fixture prompts."""
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    texts = [row["prompt"] + row["target"] for config in TASK_CONFIGS for row in task_rows(config)]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=1024, n_embd=64, n_layer=2, n_head=2,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    model_dir = tmp_path_factory.mktemp("tiny-gpt2")
+    GPT2LMHeadModel(config).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
+
+
+def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The single results JSON under ``run_dir`` and its sample records per task."""
+    (results_file,) = run_dir.glob("*/results_*.json")
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    date = results_file.stem.removeprefix("results_")
+    samples = {}
+    for task in results["configs"]:
+        lines = (results_file.parent / f"samples_{task}_{date}.jsonl").read_text(encoding="utf-8").splitlines()
+        samples[task] = [json.loads(line) for line in lines]
+    return results, samples
+
+
+def test_lm_eval_command_scores_a_tiny_gpt2_on_all_four_tasks(
+    data_dir: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    command = [
+        str(Path(sys.executable).parent / "lm_eval"), "run",
+        "--include_path", str(REPO / "lm_eval_tasks"), "--tasks", "themisto",
+        "--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32",
+        "--device", "cpu", "--batch_size", "4", "--limit", str(LIMIT),
+        # A random model never stops early; 16 tokens keep CPU generation to seconds.
+        "--gen_kwargs", "max_gen_toks=16",
+        "--log_samples", "--output_path", str(out),
+    ]  # fmt: skip
+    env = os.environ | OFFLINE | {"THEMISTO_DATA": str(data_dir)}
+    # A working directory with no lm_eval_tasks/ or hf_dataset/: nothing may rely on the cwd.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    results, samples = read_run(out)
+    assert set(results["results"]) == {"themisto", *TASKS}
+    assert results["configs"]["themisto_output"]["generation_kwargs"]["max_gen_toks"] == 16
+    for task, config in TASKS.items():
+        expected_ids = [row["example_id"] for row in task_rows(config) if is_test_example(row)][:LIMIT]
+        records = samples[task]
+        assert [record["doc"]["example_id"] for record in records] == expected_ids
+        for record in records:
+            (answer,) = record["filtered_resps"]
+            assert record["arguments"]["gen_args_0"]["arg_0"] == record["doc"]["prompt"]  # the prompt, unaltered
+            assert record["target"] == record["doc"]["target"]
+            assert {name: record[name] for name in METRIC_NAMES} == pytest.approx(
+                score_sample(answer, record["doc"]["target"])
+            )
+        for name in METRIC_NAMES:
+            value = results["results"][task][f"{name},answer"]
+            assert 0.0 <= value <= 1.0  # metrics are on a 0-1 scale
+            assert value == pytest.approx(sum(record[name] for record in records) / len(records))
+
+
+def test_a_trainer_evaluates_the_model_object_it_holds(data_dir: Path, tiny_model: Path, tmp_path: Path) -> None:
+    from lm_eval.models.huggingface import HFLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from themisto.evaluation import evaluate
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    results = evaluate(
+        HFLM(pretrained=model, tokenizer=tokenizer, device="cpu"),
+        tasks="themisto_next_cell_runtime",
+        limit=2,
+        output_path=tmp_path,
+        data=str(data_dir),
+        gen_kwargs={"max_gen_toks": 8},
+    )
+    assert set(results["results"]) == {"themisto_next_cell_runtime"}
+    assert len(results["samples"]["themisto_next_cell_runtime"]) == 2
+    written, samples = read_run(tmp_path)
+    assert written["results"]["themisto_next_cell_runtime"] == results["results"]["themisto_next_cell_runtime"]
+    assert [record["doc"]["example_id"] for record in samples["themisto_next_cell_runtime"]] == ["nb-arith/1", "nb-arith/2"]
+
+
+def baseline_run(model: str, data_dir: Path, out: Path, *options: str) -> dict[str, list[dict[str, Any]]]:
+    """Run ``themisto eval`` on a baseline over all test examples; return its samples per task."""
+    code = themisto_main(["eval", "--model", model, "-o", str(out), "--data", str(data_dir), *options])
+    assert code == 0
+    results, samples = read_run(out)
+    for task, records in samples.items():
+        for name in METRIC_NAMES:
+            mean = sum(record[name] for record in records) / len(records)
+            assert results["results"][task][f"{name},answer"] == pytest.approx(mean)
+    return samples
+
+
+def share(rows: list[dict[str, Any]], predicate: Callable[[dict[str, Any]], bool]) -> float:
+    """The fraction of ``rows`` for which ``predicate`` holds."""
+    return sum(1 for row in rows if predicate(row)) / len(rows)
+
+
+def test_themisto_empty_scores_the_share_of_empty_targets(data_dir: Path, tmp_path: Path) -> None:
+    samples = baseline_run("themisto-empty", data_dir, tmp_path)
+    for task, config in TASKS.items():
+        rows = [row for row in task_rows(config) if is_test_example(row)]
+        exact = sum(record["exact_match"] for record in samples[task]) / len(samples[task])
+        assert exact == pytest.approx(share(rows, lambda row: row["target"] == ""))
+
+
+def test_themisto_repeat_last_scores_the_share_of_repeated_cells(data_dir: Path, tmp_path: Path) -> None:
+    samples = baseline_run("themisto-repeat-last", data_dir, tmp_path)
+    for task, config in TASKS.items():
+        rows = [row for row in task_rows(config) if is_test_example(row)]
+        field = "code" if config.startswith("next_cell") else "output"
+        expected = share(rows, lambda row: row["history"][-1][field] == row["target"])
+        exact = sum(record["exact_match"] for record in samples[task]) / len(samples[task])
+        assert exact == pytest.approx(expected)
+        assert 0 < expected < 1  # the fixture has repeated and new cells in every task
+    # A run with chat templates (shared flags for models and baselines) scores the same.
+    chat = baseline_run("themisto-repeat-last", data_dir, tmp_path / "chat", "--apply-chat-template")
+    assert {task: [r["exact_match"] for r in records] for task, records in chat.items()} == {
+        task: [r["exact_match"] for r in records] for task, records in samples.items()
+    }
+
+
+def test_themisto_repr_echo_helps_only_with_the_runtime_state(data_dir: Path, tmp_path: Path) -> None:
+    samples = baseline_run("themisto-repr-echo", data_dir, tmp_path)
+    rows = [row for row in task_rows("output_prediction_runtime") if is_test_example(row)]
+    reprs_shown = [
+        record["doc"]["example_id"] for record in samples["themisto_output_runtime"] if record["filtered_resps"] != [""]
+    ]
+    # Cells whose code is a bare name of a variable defined before them.
+    displayed = [
+        row["example_id"] for row in rows if row["code"] in {variable["name"] for variable in row["runtime"]}
+    ]
+    assert reprs_shown == displayed and displayed
+    for task in ("themisto_output", "themisto_next_cell", "themisto_next_cell_runtime"):
+        assert all(record["filtered_resps"] == [""] for record in samples[task])
+    runtime = sum(r["exact_match"] for r in samples["themisto_output_runtime"])
+    plain = sum(r["exact_match"] for r in samples["themisto_output"])
+    assert runtime > plain

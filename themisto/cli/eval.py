@@ -1,0 +1,124 @@
+"""``themisto eval``: score a model (or a baseline) on the Themisto tasks with lm-eval.
+
+    themisto eval --model hf --model-args pretrained=DIR --limit 50 -o runs
+    themisto eval --model themisto-repeat-last -o runs
+
+Writes lm-eval's own layout, ``RUN_DIR/<model name>/results_<date>.json`` and
+``samples_<task>_<date>.jsonl``, which ``themisto report RUN_DIR`` reads, and
+prints lm-eval's results table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from themisto.exceptions import InputError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate a model or a baseline on the Themisto tasks through lm-evaluation-harness",
+        description=(
+            "Evaluate a model through lm-evaluation-harness on the Themisto tasks only "
+            "(the built-in lm-eval tasks are not indexed). Baselines: themisto-empty, "
+            "themisto-repeat-last, themisto-repr-echo."
+        ),
+    )
+    parser.add_argument(
+        "--model", required=True, help="lm-eval model name: hf, vllm, local-chat-completions, themisto-empty, ..."
+    )
+    parser.add_argument(
+        "--model-args", default="", metavar="ARGS", help="lm-eval model arguments, e.g. pretrained=DIR,dtype=float16"
+    )
+    parser.add_argument(
+        "--tasks",
+        default="themisto",
+        help="comma-separated task or group names (default: the group themisto, all four tasks)",
+    )
+    parser.add_argument(
+        "--limit", type=_limit, default=None, metavar="N", help="at most N examples per task (a fraction if < 1)"
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="RUN_DIR", help="folder for results and samples")
+    parser.add_argument(
+        "--data", default=None, help="built dataset folder or Hub id (default: $THEMISTO_DATA, else the bundled build)"
+    )
+    parser.add_argument(
+        "--split", default="test", choices=("test", "full"), help="test: the paper-style sample; full: every eligible example"
+    )
+    parser.add_argument(
+        "--apply-chat-template",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="TEMPLATE",
+        help="wrap prompts in the model's chat template (optionally a named one); for chat models",
+    )
+    parser.add_argument("--batch-size", default="1", help="batch size, or 'auto' (hf)")
+    parser.add_argument("--device", default=None, help="device for local models, e.g. cuda:0 or cpu")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show lm-eval's log messages")
+    parser.set_defaults(func=run)
+
+
+def _limit(text: str) -> int | float:
+    """``--limit``: a count of examples, or a fraction of each task below 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value if value < 1 else int(value)
+
+
+def _batch_size(text: str) -> int | str:
+    if text == "auto" or text.startswith("auto:"):
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise InputError(f"--batch-size must be a positive integer or 'auto', got {text!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lm_eval.utils import make_table, setup_logging
+
+    from themisto.evaluation import data_location, evaluate, short_message
+
+    if args.verbose:
+        setup_logging(logging.INFO)
+    else:
+        # lm-eval warns once per task about options Themisto sets on purpose;
+        # keep the terminal to progress bars and the results.
+        logging.getLogger("lm_eval").setLevel(logging.ERROR)
+    tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
+    data = data_location(args.data)
+    print(f"themisto eval: {args.model} on {', '.join(tasks)} ({args.split} split of {data})", file=sys.stderr)
+    started = time.perf_counter()
+    try:
+        results = evaluate(
+            args.model,
+            args.model_args,
+            tasks=tasks,
+            limit=args.limit,
+            output_path=args.output,
+            data=data,
+            split=args.split,
+            batch_size=_batch_size(args.batch_size),
+            device=args.device,
+            apply_chat_template=args.apply_chat_template,
+        )
+    except (ValueError, OSError) as exc:
+        # lm-eval reports an unknown model name or bad model arguments as
+        # ValueError; transformers and vLLM report a missing checkpoint as OSError.
+        raise InputError(f"{args.model}: {short_message(exc)}") from exc
+    if results is None:  # a non-zero rank of a multi-process run: rank 0 reports
+        return 0
+    print(make_table(results))
+    if "groups" in results:
+        print(make_table(results, "groups"))
+    elapsed = time.perf_counter() - started
+    print(f"themisto eval: done in {elapsed:.1f} s; results and samples in {args.output}", file=sys.stderr)
+    return 0
