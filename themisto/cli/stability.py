@@ -1,0 +1,84 @@
+"""``themisto stability``: re-execute trajectories K times; mark stable steps, name causes, measure fidelity."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``stability`` subcommand."""
+    from themisto.recorder import RecordOptions
+    from themisto.stability import CAUSES
+
+    defaults = RecordOptions()
+    parser = subparsers.add_parser(
+        "stability",
+        help="re-execute trajectories to find reproducible steps (determinism ceiling) and replay fidelity",
+        description=(
+            "Replay each TRAJECTORY K times, each time in a fresh kernel (restarted where a step is marked"
+            " restarted), and mark each step stable when its output is identical in every run and in the"
+            " recording, stable_norm when identical after exact_match_norm's normalisation, and name the"
+            f" likely causes of instability ({', '.join(CAUSES)}). Prints per trajectory the share of stable"
+            " steps and, for steps that carry the original log's output, the share the recording reproduces"
+            " and the first divergence."
+            " The determinism ceiling is the share of stable steps over all trajectories."
+        ),
+    )
+    parser.add_argument("trajectories", nargs="+", metavar="TRAJECTORY", help="trajectory .jsonl file or folder")
+    parser.add_argument(
+        "--runs", type=int, default=2, metavar="K",
+        help="re-executions per trajectory, each in a fresh kernel, compared with the recording (default 2)",
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, metavar="DIR",
+        help=(
+            "write annotated copies of the trajectories (same file names, replacing files of those names)"
+            " and stability.json here; without it only the table is printed"
+        ),
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=defaults.timeout, metavar="SECONDS",
+        help=f"interrupt a cell after this long, as the recorder does (default {defaults.timeout:g})",
+    )
+    parser.add_argument(
+        "--workdir", type=Path, default=None, metavar="DIR",
+        help="kernel working directory, e.g. the notebooks' folder for relative data paths (default: current)",
+    )
+    parser.add_argument(
+        "--kernel", default=defaults.kernel_name, metavar="NAME",
+        help=f"Jupyter kernel to run the cells in (default {defaults.kernel_name})",
+    )
+    parser.add_argument(
+        "--max-output-chars", type=int, default=defaults.max_output_chars, metavar="N",
+        help=(
+            "cut each re-executed output to N characters; use the value the trajectories were recorded with"
+            f" (default {defaults.max_output_chars}, the recorder's)"
+        ),
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Re-execute, print the table, and write the annotated trajectories and summary."""
+    from themisto.exceptions import InputError
+    from themisto.recorder import RecordOptions
+    from themisto.stability import SUMMARY_FILE, check_stability, render_table
+
+    if args.timeout <= 0:
+        raise InputError("--timeout must be positive")
+    if args.max_output_chars < 1:
+        raise InputError("--max-output-chars must be at least 1")
+    options = RecordOptions(
+        timeout=args.timeout, workdir=args.workdir, kernel_name=args.kernel, max_output_chars=args.max_output_chars
+    )
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    report = check_stability(args.trajectories, args.runs, args.output, options, progress=progress)
+    print(render_table(report))
+    if args.output is not None:
+        print(f"annotated trajectories and {SUMMARY_FILE} written to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,488 @@
+"""The determinism ceiling and re-execution fidelity of recorded trajectories.
+
+:func:`check_stability` replays every trajectory ``runs`` times, each run in a
+fresh kernel (restarting it where a step is marked ``restarted``), and
+compares each step's output across the runs *and* with the recorded output.
+A step is ``stable`` when all of them are identical, ``stable_norm`` when they
+are identical after :func:`themisto.metrics.normalize_output`. The
+determinism ceiling is the share of stable steps: no predictor, however
+perfect, can match an unstable target exactly.
+
+Fidelity needs no extra run: for steps that carry the ``original_output`` of
+the source log (JuNE ``finished_execute``), the recorded re-execution is
+compared with what the original session printed.
+
+Causes of instability are named per unstable step by :func:`instability_causes`.
+Each kernel gets the recorder's environment, so it draws its own str hash seed
+unless ``PYTHONHASHSEED`` is set: printed sets of strings then show up as
+``hash_order`` instability, as they would for any user re-running the notebook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from themisto.exceptions import InputError
+from themisto.metrics import normalize_output
+from themisto.recorder import Recorder, RecordOptions, check_kernel
+from themisto.trajectory import Step, TrajectoryWriter, read_trajectory, trajectory_files
+
+SUMMARY_FILE = "stability.json"
+# The recorder's error name for a step that killed the kernel; it has restarted the kernel itself.
+DEAD_KERNEL = "DeadKernelError"
+EXCERPT_CHARS = 60  # characters of each side shown around a first divergence, a quarter of them before it
+
+# --- causes of instability -----------------------------------------------------------------
+
+CAUSES = (
+    "random", "time", "date", "memory_address", "object_id", "process_id", "hash_order", "execution_count",
+    "filesystem", "other",
+)
+
+# Code that draws random numbers: the stdlib, numpy, torch, pandas/sklearn sampling, uuids, OS entropy.
+_RANDOM_CALL = re.compile(
+    r"\brandom\.|\brandom_(?:sample|split)\b|\brand(?:n|int)?\s*\(|\bshuffle\b|\.sample\s*\("
+    r"|\bdefault_rng\s*\(\s*\)|\buuid[14]\b|\burandom\b|\bsecrets\.|\bchoice\s*\("
+)
+# A global seed call, or a seeded generator or call (random_state=0, seed=1, default_rng(0)).
+_SEED = re.compile(r"\bseed\s*\(|\b(?:random_state|seed)\s*=|\b(?:default_rng|RandomState|Random)\s*\(\s*[^)\s]")
+_TIME_CALL = re.compile(
+    r"\btime\s*\(|\bperf_counter|\bmonotonic|\bprocess_time|\bnow\s*\(|\butcnow\s*\(|%%?timeit\b|%%?time\b|\btqdm\b"
+)
+_DATE_CALL = re.compile(r"\btoday\s*\(")
+_ID_CALL = re.compile(r"\bid\s*\(")
+_HASH_CALL = re.compile(r"\bhash\s*\(")
+_PID_CALL = re.compile(r"\bgetpid\s*\(")
+# IPython's history: In[3], Out[3], _3, _i3, _ih, execution_count, %history.
+_EXECUTION_COUNT = re.compile(r"\b(?:In|Out)\s*\[|\b_i?\d+\b|\b_i{1,3}\b|\b_ih\b|\b_oh\b|execution_count|%history")
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
+# Durations (1.2 ms, 3 s, 12.5it/s), clock times (12:34:56.7) and Unix timestamps of 2017-2033.
+_TIME = re.compile(
+    r"\b\d+(?:\.\d+)?\s*(?:ns|µs|us|ms|s|sec|secs|seconds|min|mins|minutes|it/s|s/it)(?![\w])"
+    r"|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b|(?<![.\d])1[5-9]\d{8}(?:\.\d+)?\b"
+)
+# ipykernel names the file of each cell after its pid: warnings and tracebacks quote /tmp/ipykernel_<pid>/...
+_PID = re.compile(r"ipykernel_\d+|\bpid\W{0,2}\d+", re.IGNORECASE)
+_FILE_ERROR = re.compile(r"FileNotFoundError|FileExistsError|IsADirectoryError|No such file or directory")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def instability_causes(outputs: Sequence[str], code: str, code_since_restart: str) -> list[str]:
+    """Name the likely causes of the differences among ``outputs`` of one step, in :data:`CAUSES` order.
+
+    ``code`` is the step's code; ``code_since_restart`` the code run since the
+    kernel last started, this step included (a seed set there still holds).
+    The rules, each simple on purpose (a cause is a hint for the user, not a proof):
+
+    - ``random``: the step calls a random generator (``random.``, ``np.random``,
+      ``shuffle``, ``.sample(``, ``uuid4``, ...) and no seed was set since the
+      restart (``seed(``, ``random_state=``, ``default_rng(0)``); or, when no
+      other cause is found, the outputs differ in numbers only.
+    - ``time``: the step reads a clock (``time()``, ``perf_counter``, ``now()``,
+      ``%timeit``, ``tqdm``), or durations, clock times or Unix timestamps differ.
+    - ``date``: the step calls ``today()``, or dates (``2024-05-01``, ``5/1/24``) differ.
+    - ``memory_address``: ``0x...`` addresses differ (object reprs).
+    - ``object_id``: the step calls ``id()``.
+    - ``process_id``: the step calls ``getpid()``, or ``ipykernel_<pid>`` paths
+      (in warnings and tracebacks) or ``pid <n>`` differ.
+    - ``hash_order``: the step calls ``hash()``, or (no cause above found) the outputs
+      hold the same tokens in another order (set order follows ``PYTHONHASHSEED``).
+    - ``execution_count``: the step reads IPython's history (``In[``, ``Out[``, ``_3``).
+    - ``filesystem``: a missing or existing file error (``FileNotFoundError``,
+      ``No such file or directory``) appears in some outputs only: the working
+      directory's files changed, or an earlier run wrote them.
+    - ``other``: none of the above.
+
+    Returns ``[]`` when all outputs are identical.
+    """
+    distinct = list(dict.fromkeys(outputs))
+    if len(distinct) < 2:
+        return []
+    found: set[str] = set()
+    if _RANDOM_CALL.search(code) and not _SEED.search(code_since_restart):
+        found.add("random")
+    if _TIME_CALL.search(code) or _tokens_differ(distinct, _TIME):
+        found.add("time")
+    if _DATE_CALL.search(code) or _tokens_differ(distinct, _DATE):
+        found.add("date")
+    if _tokens_differ(distinct, _ADDRESS):
+        found.add("memory_address")
+    if _ID_CALL.search(code):
+        found.add("object_id")
+    if _PID_CALL.search(code) or _tokens_differ(distinct, _PID):
+        found.add("process_id")
+    if _HASH_CALL.search(code) or (not found and _same_tokens_reordered(distinct)):
+        found.add("hash_order")
+    if _EXECUTION_COUNT.search(code):
+        found.add("execution_count")
+    if _tokens_differ(distinct, _FILE_ERROR):
+        found.add("filesystem")
+    if not found and len({_NUMBER.sub("0", text) for text in distinct}) == 1:
+        found.add("random")  # numbers differ and nothing else explains it: randomness from an earlier step
+    return [cause for cause in CAUSES if cause in found] or ["other"]
+
+
+def _tokens_differ(outputs: Sequence[str], pattern: re.Pattern[str]) -> bool:
+    """Whether the matches of ``pattern`` differ between the outputs."""
+    return len({tuple(pattern.findall(text)) for text in outputs}) > 1
+
+
+def _same_tokens_reordered(outputs: Sequence[str]) -> bool:
+    """Whether the outputs hold the same multiset of tokens (they differ, so in another order)."""
+    return len({frozenset(Counter(_TOKEN.findall(text)).items()) for text in outputs}) == 1
+
+
+# --- replay and comparison -----------------------------------------------------------------
+
+
+def replay_outputs(steps: Sequence[Step], options: RecordOptions) -> list[str]:
+    """Run the steps' code in order in one fresh kernel, restarting where a step was ``restarted``."""
+    if not steps:
+        return []
+    outputs: list[str] = []
+    workdir = Path(options.workdir) if options.workdir is not None else Path.cwd()
+    with Recorder(trajectory_id=steps[0].trajectory_id, workdir=workdir, options=options) as recorder:
+        fresh = True  # the kernel has run nothing since it started
+        for step in steps:
+            if step.restarted and not fresh:
+                recorder.restart()
+            rerun = recorder.run_cell(step.code, step.cell_id)
+            outputs.append(rerun.output)
+            fresh = rerun.error is not None and rerun.error.get("ename") == DEAD_KERNEL
+    return outputs
+
+
+def annotate(steps: Sequence[Step], runs: Sequence[Sequence[str]]) -> list[Step]:
+    """Copies of ``steps`` with ``stable``, ``stable_norm`` and ``instability`` set from the reruns' outputs."""
+    annotated = []
+    code_since_restart = ""
+    for index, step in enumerate(steps):
+        code_since_restart = step.code if step.restarted else code_since_restart + "\n" + step.code
+        outputs = [step.output] + [run[index] for run in runs]
+        stable = len(set(outputs)) == 1
+        annotated.append(
+            replace(
+                step,
+                stable=stable,
+                stable_norm=len({normalize_output(text) for text in outputs}) == 1,
+                instability=[] if stable else instability_causes(outputs, step.code, code_since_restart),
+            )
+        )
+    return annotated
+
+
+# --- fidelity ------------------------------------------------------------------------------
+
+
+@dataclass
+class Divergence:
+    """The first step whose re-executed output differs from the original log's."""
+
+    step: int
+    cell_id: str
+    replayed: str  # excerpt around the first differing character
+    original: str
+    stable: bool | None  # whether the step itself reproduces (False: the difference may be chance)
+
+
+@dataclass
+class Fidelity:
+    """How far a replay of a log matches the outputs the original session printed."""
+
+    steps: int  # steps that carry an original output
+    exact: int  # of which the re-executed output is identical
+    norm: int  # identical after normalisation
+    first_divergence: Divergence | None = None
+    first_divergence_norm: Divergence | None = None
+
+    @property
+    def exact_share(self) -> float:
+        return self.exact / self.steps
+
+    @property
+    def norm_share(self) -> float:
+        return self.norm / self.steps
+
+
+def fidelity(steps: Iterable[Step]) -> Fidelity | None:
+    """Compare each step's recorded output with its ``original_output``; None when no step has one."""
+    result: Fidelity | None = None
+    for step in steps:
+        if step.original_output is None:
+            continue
+        result = result or Fidelity(steps=0, exact=0, norm=0)
+        result.steps += 1
+        if step.output == step.original_output:
+            result.exact += 1
+            result.norm += 1
+            continue
+        if result.first_divergence is None:
+            result.first_divergence = divergence(step)
+        if normalize_output(step.output) == normalize_output(step.original_output):
+            result.norm += 1
+        elif result.first_divergence_norm is None:
+            result.first_divergence_norm = divergence(step)
+    return result
+
+
+def divergence(step: Step) -> Divergence:
+    """Describe how a step's output differs from its original output."""
+    replayed, original = excerpts(step.output, step.original_output or "")
+    return Divergence(step.step, step.cell_id, replayed, original, step.stable)
+
+
+def excerpts(a: str, b: str, width: int = EXCERPT_CHARS) -> tuple[str, str]:
+    """``width`` characters of each text around their first difference (a quarter before it); ``…`` marks a cut."""
+    begin = max(0, len(os.path.commonprefix([a, b])) - width // 4)
+
+    def cut(text: str) -> str:
+        head = "…" if begin else ""
+        tail = "…" if begin + width < len(text) else ""
+        return head + text[begin:begin + width] + tail
+
+    return cut(a), cut(b)
+
+
+# --- summaries -----------------------------------------------------------------------------
+
+
+@dataclass
+class TrajectoryStability:
+    """Stability and fidelity of one trajectory file."""
+
+    file: str
+    trajectory_id: str
+    steps: int
+    stable: int
+    stable_norm: int
+    causes: dict[str, int]  # unstable steps per named cause
+    unstable: list[dict[str, Any]]  # step, cell_id, causes of each unstable step
+    fidelity: Fidelity | None
+
+
+@dataclass
+class StabilityReport:
+    """All trajectories of one ``themisto stability`` run and their totals."""
+
+    runs: int
+    trajectories: list[TrajectoryStability] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return sum(t.steps for t in self.trajectories)
+
+    def ceiling(self, normalised: bool = False) -> float | None:
+        """Share of steps whose output a perfect predictor could match (exactly, or after normalisation)."""
+        stable = sum(t.stable_norm if normalised else t.stable for t in self.trajectories)
+        return stable / self.steps if self.steps else None
+
+    def causes(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for trajectory in self.trajectories:
+            total.update(trajectory.causes)
+        return {cause: total[cause] for cause in CAUSES if total[cause]}
+
+    def fidelity(self) -> Fidelity | None:
+        """Fidelity over all steps that carry an original output (no divergence listed)."""
+        parts = [t.fidelity for t in self.trajectories if t.fidelity is not None]
+        if not parts:
+            return None
+        return Fidelity(sum(p.steps for p in parts), sum(p.exact for p in parts), sum(p.norm for p in parts))
+
+    def to_dict(self) -> dict[str, Any]:
+        overall_fidelity = self.fidelity()
+        return {
+            "runs": self.runs,
+            "trajectories": [
+                {
+                    **asdict(t),
+                    "stable_share": _share(t.stable, t.steps),
+                    "stable_norm_share": _share(t.stable_norm, t.steps),
+                    "fidelity": _fidelity_dict(t.fidelity),
+                }
+                for t in self.trajectories
+            ],
+            "overall": {
+                "steps": self.steps,
+                "ceiling": self.ceiling(),
+                "ceiling_norm": self.ceiling(normalised=True),
+                "causes": self.causes(),
+                "fidelity": _fidelity_dict(overall_fidelity),
+            },
+        }
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _fidelity_dict(result: Fidelity | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {**asdict(result), "exact_share": result.exact_share, "norm_share": result.norm_share}
+
+
+def summarise(path: Path, steps: Sequence[Step]) -> TrajectoryStability:
+    """Counts of one annotated trajectory."""
+    unstable = [s for s in steps if not s.stable]
+    causes: Counter[str] = Counter(cause for s in unstable for cause in s.instability)
+    return TrajectoryStability(
+        file=path.name,
+        trajectory_id=steps[0].trajectory_id if steps else path.stem,
+        steps=len(steps),
+        stable=sum(bool(s.stable) for s in steps),
+        stable_norm=sum(bool(s.stable_norm) for s in steps),
+        causes={cause: causes[cause] for cause in CAUSES if causes[cause]},
+        unstable=[{"step": s.step, "cell_id": s.cell_id, "causes": s.instability} for s in unstable],
+        fidelity=fidelity(steps),
+    )
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def check_stability(
+    paths: Iterable[str | os.PathLike[str]],
+    runs: int,
+    out_dir: str | os.PathLike[str] | None = None,
+    options: RecordOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> StabilityReport:
+    """Replay each trajectory ``runs`` times, annotate its steps and summarise.
+
+    With ``out_dir``, each annotated trajectory is written there under its own
+    file name as soon as it is done (replacing the file atomically, so
+    ``out_dir`` may be the input folder), and ``stability.json`` is rewritten
+    after every trajectory, so an interrupted run keeps what it finished.
+    All files are read and validated before any kernel starts.
+    """
+    if runs < 1:
+        raise InputError(f"--runs must be at least 1, got {runs}")
+    options = options or RecordOptions()
+    if options.workdir is not None and not Path(options.workdir).is_dir():
+        raise InputError(f"working directory {options.workdir} does not exist")
+    check_kernel(options.kernel_name)
+    files = trajectory_files(paths)
+    if not files:
+        raise InputError("no trajectory files given")
+    names = Counter(path.name for path in files)
+    clashes = sorted(name for name, count in names.items() if count > 1)
+    if out_dir is not None and clashes:
+        raise InputError(f"two inputs share the file name {clashes[0]}; their annotated copies would collide")
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InputError(f"output {out_dir} exists and is not a folder")
+    trajectories = [(path, read_trajectory(path)) for path in files]
+    report = StabilityReport(runs=runs)
+    for path, steps in trajectories:
+        reruns = []
+        for run in range(runs):
+            if progress is not None:
+                progress(f"{path.name}: run {run + 1}/{runs} ({len(steps)} steps)")
+            reruns.append(replay_outputs(steps, options))
+        annotated = annotate(steps, reruns)
+        report.trajectories.append(summarise(path, annotated))
+        if out_dir is not None:
+            write_annotated(Path(out_dir) / path.name, annotated)
+            write_json(Path(out_dir) / SUMMARY_FILE, report.to_dict())
+    return report
+
+
+def write_annotated(path: Path, steps: Sequence[Step]) -> None:
+    """Write a trajectory to ``path`` through a temporary file, replacing any file there at once."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.unlink(missing_ok=True)  # a leftover of an interrupted run; the writer would append to it
+    with TrajectoryWriter(partial) as writer:
+        for step in steps:
+            writer.write(step)
+    os.replace(partial, path)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON through a temporary file, so a reader never sees half of it."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+
+
+# --- the table -----------------------------------------------------------------------------
+
+
+def render_table(report: StabilityReport) -> str:
+    """A plain-text table of the report: one row per trajectory, the ceiling, and first divergences."""
+    header = ("trajectory", "steps", "stable", "norm", "fidelity", "fid.norm", "causes (unstable steps)")
+    rows = [header]
+    for t in report.trajectories:
+        rows.append((
+            t.file, str(t.steps), _percent(_share(t.stable, t.steps)), _percent(_share(t.stable_norm, t.steps)),
+            *_fidelity_cells(t.fidelity), _causes_cell(t.causes),
+        ))
+    rows.append((
+        "ALL", str(report.steps), _percent(report.ceiling()), _percent(report.ceiling(normalised=True)),
+        *_fidelity_cells(report.fidelity()), _causes_cell(report.causes()),
+    ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    text_columns = (0, len(header) - 1)  # names and causes are left-aligned, figures right-aligned
+    lines = [
+        "  ".join(cell.ljust(w) if i in text_columns else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        .rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    ceiling = report.ceiling()
+    lines.append("")
+    if ceiling is None:
+        lines.append("determinism ceiling: no steps")
+    else:
+        lines.append(
+            f"determinism ceiling: {_percent(ceiling)} of {report.steps} steps reproduce exactly"
+            f" ({_percent(report.ceiling(normalised=True))} after normalisation)"
+            f" over the recording and {report.runs} re-execution(s)"
+        )
+    divergences = [(t.file, t.fidelity) for t in report.trajectories if t.fidelity is not None]
+    if divergences:
+        lines.append("first divergence from the original log:")
+        for name, result in divergences:
+            lines.extend(_divergence_lines(name, result))
+    return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _fidelity_cells(result: Fidelity | None) -> tuple[str, str]:
+    if result is None:
+        return "-", "-"
+    return _percent(result.exact_share), _percent(result.norm_share)
+
+
+def _causes_cell(causes: dict[str, int]) -> str:
+    return ", ".join(f"{cause} {count}" for cause, count in causes.items())
+
+
+def _divergence_lines(name: str, result: Fidelity) -> list[str]:
+    if result.first_divergence is None:
+        return [f"  {name}: none, all {result.steps} original outputs reproduced"]
+    if result.first_divergence == result.first_divergence_norm:
+        return [f"  {name}: {_describe(result.first_divergence)}"]
+    norm = "none" if result.first_divergence_norm is None else _describe(result.first_divergence_norm)
+    return [f"  {name} (exact): {_describe(result.first_divergence)}", f"  {name} (normalised): {norm}"]
+
+
+def _describe(found: Divergence) -> str:
+    reproducible = {True: "reproducible", False: "unstable", None: "stability unknown"}[found.stable]
+    return (
+        f"step {found.step}, cell {found.cell_id} ({reproducible}):"
+        f" replayed {json.dumps(found.replayed, ensure_ascii=False)}"
+        f" vs original {json.dumps(found.original, ensure_ascii=False)}"
+    )
