@@ -85,31 +85,71 @@ _VARIABLE_REQUIRED: dict[str, type | tuple[type, ...]] = {
     "size_bytes": (int, type(None)),
     "repr": str,
 }
+# Fields a line may omit (they have defaults); when present they must have these types.
+_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "outputs": list,
+    "original_output": (str, type(None)),
+    "output_truncated": bool,
+    "output_length": (int, type(None)),
+    "stable": (bool, type(None)),
+    "stable_norm": (bool, type(None)),
+    "instability": list,
+}
+_VARIABLE_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "repr_truncated": bool,
+    "repr_failed": bool,
+    "shape": (list, type(None)),
+    "len": (int, type(None)),
+    "size_method": (str, type(None)),
+}
+_ITEM_TYPES: dict[str, type] = {"instability": str, "shape": int}  # the type of each item of these list fields
+_INT64 = 2**63  # the builder stores integers as Parquet int64
 _STEP_FIELDS = set(Step.__dataclass_fields__)
 _VARIABLE_FIELDS = set(Variable.__dataclass_fields__)
 
 
-def _check_fields(record: Any, required: dict[str, type | tuple[type, ...]], what: str) -> None:
+def _check_fields(
+    record: Any,
+    required: dict[str, type | tuple[type, ...]],
+    what: str,
+    optional: dict[str, type | tuple[type, ...]] | None = None,
+) -> None:
     if not isinstance(record, dict):
         raise TrajectoryError(f"{what} is {type(record).__name__}, expected an object")
     missing = [k for k in required if k not in record]
     if missing:
         raise TrajectoryError(f"{what} lacks field(s) {', '.join(missing)}")
-    for key, kind in required.items():
-        value = record[key]
-        # bool is an int subclass; a step number of True is still wrong
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise TrajectoryError(f"{what} field {key!r} has type {type(value).__name__}")
+    present = {key: kind for key, kind in (optional or {}).items() if key in record}
+    for key, kind in {**required, **present}.items():
+        _check_value(record[key], kind, f"{what} field {key!r}")
+        if key in _ITEM_TYPES and isinstance(record[key], list):
+            for item in record[key]:
+                _check_value(item, _ITEM_TYPES[key], f"{what} field {key!r} item")
+
+
+def _check_value(value: Any, kind: type | tuple[type, ...], what: str) -> None:
+    """Raise :class:`TrajectoryError` unless ``value`` has type ``kind`` and fits a Parquet column."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # bool is an int subclass; a step number of True is still wrong
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise TrajectoryError(f"{what} has type {type(value).__name__}")
+    if isinstance(value, int) and not -_INT64 <= value < _INT64:
+        raise TrajectoryError(f"{what} does not fit in 64 bits")
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # JSON can spell a lone surrogate (\ud800), which no UTF-8 file can hold
+            raise TrajectoryError(f"{what} holds an unpaired surrogate, not text") from None
 
 
 def step_from_dict(record: Any, where: str = "step") -> Step:
     """Validate one decoded JSON object and return it as a :class:`Step`."""
-    _check_fields(record, _REQUIRED, where)
-    if record["error"] is not None and not {"ename", "evalue"} <= set(record["error"]):
-        raise TrajectoryError(f"{where} field 'error' needs 'ename' and 'evalue'")
+    _check_fields(record, _REQUIRED, where, _OPTIONAL)
+    if record["error"] is not None:
+        _check_fields(record["error"], {"ename": str, "evalue": str}, f"{where} field 'error'")
     variables = []
     for i, var in enumerate(record["runtime"]):
-        _check_fields(var, _VARIABLE_REQUIRED, f"{where} runtime[{i}]")
+        _check_fields(var, _VARIABLE_REQUIRED, f"{where} runtime[{i}]", _VARIABLE_OPTIONAL)
         variables.append(Variable(**{k: v for k, v in var.items() if k in _VARIABLE_FIELDS}))
     values = {k: v for k, v in record.items() if k in _STEP_FIELDS}
     values["runtime"] = variables

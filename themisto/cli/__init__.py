@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ThemistoError as exc:
-        print(f"themisto {args.command}: error: {exc}", file=sys.stderr)
+        # One line, whatever a wrapped library put into the message.
+        message = " ".join(str(exc).split())
+        print(f"themisto {args.command}: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"themisto {args.command}: interrupted", file=sys.stderr)
