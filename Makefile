@@ -18,8 +18,18 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
+BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo
+
+# record (complete trajectories are reused), build, evaluate the baselines, report.
+# The kernels run in a scratch folder so files a notebook writes never land among the logs.
 run: $(STAMP)
-	$(PY) -m themisto record data/logs -o data/trajectories --resume
+	mkdir -p runs/workdir
+	$(PY) -m themisto record data/logs -o data/trajectories --workdir runs/workdir --resume
+	$(PY) -m themisto build data/trajectories -o hf_dataset
+	for model in $(BASELINES); do \
+		THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model $$model -o runs/eval || exit 1; \
+	done
+	$(PY) -m themisto report runs/eval -o runs/report.md --plot runs/report.png
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -11,19 +11,25 @@ import pytest
 import yaml
 from synthetic import synthetic_steps, write_corpus, write_steps
 
+import themisto.dataset
+import themisto.tables
 from themisto.cli import main
 from themisto.dataset import (
     CONFIG_NAMES,
     RUNTIME_SUFFIX,
+    TASK_CONFIGS,
     TASK_FEATURES,
     TRAJECTORY_FEATURES,
+    ThemistoBuilder,
     build_dataset,
     config_splits,
     parquet_path,
     read_build_options,
 )
+from themisto.exceptions import InputError
 from themisto.serialize import RenderOptions
-from themisto.tasks import TASKS, SelectionOptions
+from themisto.tables import iter_tables
+from themisto.tasks import TASKS, SelectionOptions, select
 from themisto.trajectory import trajectory_files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +128,7 @@ def test_targets_and_history_come_from_the_trajectory(built: Path) -> None:
             this = steps[(row["trajectory_id"], row["step"])]
             assert row["target"] == (this["output"] if task == "output_prediction" else this["code"])
             assert not row["target_is_error"] and this["error"] is None
+            assert row["stable"] is this["stable"]
             history = row["history"]
             assert sum(len(c["code"]) + len(c["output"]) for c in history) <= CONTEXT_BUDGET
             start = row["step"] - len(history)
@@ -130,6 +137,59 @@ def test_targets_and_history_come_from_the_trajectory(built: Path) -> None:
             # restarts bound the history: no restart inside it, and none between it and the step
             if history:
                 assert not any(s["restarted"] for s in expected[1:] + [this])
+
+
+def test_the_generator_based_builder_yields_the_rows_build_dataset_writes(
+    built: Path, corpus: list[Path], tmp_path: Path
+) -> None:
+    options = {
+        "trajectories": tuple(str(p) for p in corpus),
+        "selection": SelectionOptions(max_context_chars=CONTEXT_BUDGET),
+        "render": RenderOptions(max_runtime_chars=RUNTIME_BUDGET),
+    }
+    for config in ("trajectories", "next_cell_prediction_runtime"):
+        builder = ThemistoBuilder(config_name=config, cache_dir=str(tmp_path / "cache"), **options)
+        builder.download_and_prepare()
+        for split in config_splits(config):
+            generated = builder.as_dataset(split=split)
+            assert generated.features == (TRAJECTORY_FEATURES if config == "trajectories" else TASK_FEATURES)
+            assert generated.to_list() == rows(built, config, split)
+
+
+def test_batch_boundaries_change_only_the_row_groups(
+    built: Path, corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 64-step batches cut trajectories mid-session: history windows and runtime states cross them
+    monkeypatch.setattr(themisto.tables, "BATCH_ROWS", 64)
+    monkeypatch.setattr(themisto.dataset, "BATCH_ROWS", 64)
+    selection, render, license_id = read_build_options(built)
+    build_dataset(corpus, tmp_path / "small_batches", selection, render, license_id)
+    for config in CONFIG_NAMES:
+        for split in config_splits(config):
+            path = parquet_path(tmp_path / "small_batches", config, split)
+            assert pq.read_table(path).to_pylist() == rows(built, config, split)
+            metadata = pq.ParquetFile(path).metadata
+            groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+            assert all(size == 64 for size in groups[:-1]) and 0 < groups[-1] <= 64
+
+
+def test_stable_only_builds_only_reproducible_examples(corpus: list[Path], tmp_path: Path) -> None:
+    assert main(["build", str(corpus[0].parent), "-o", str(tmp_path / "stable"), "--stable-only"]) == 0
+    steps = {(r["trajectory_id"], r["step"]): r for r in rows(tmp_path / "stable", "trajectories", "full")}
+    for config in TASK_CONFIGS:
+        full = rows(tmp_path / "stable", config, "full")
+        assert full and all(row["stable"] is True for row in full)
+    eligible = [key for key, step in steps.items() if step["stable"] is True and step["error"] is None]
+    # the corpus marks only some steps stable; the quantile filter takes at most a few of them away
+    assert 0.9 * len(eligible) <= len(rows(tmp_path / "stable", "output_prediction", "full")) <= len(eligible)
+
+
+def test_a_trajectory_growing_during_the_build_is_an_input_error(tmp_path: Path) -> None:
+    path = write_steps(tmp_path / "t.jsonl", synthetic_steps("t", 30))
+    chosen = select([path], SelectionOptions(sample="all"))
+    write_steps(path, synthetic_steps("t", 31)[30:])  # a recording appends one more step
+    with pytest.raises(InputError, match="changed during the build"):
+        list(iter_tables([path], chosen, 1000, RenderOptions()))
 
 
 def test_runtime_blocks_respect_their_budget(built: Path) -> None:

@@ -13,6 +13,7 @@ from themisto.serialize import (
     RenderOptions,
     referenced_names,
     render_pair,
+    render_pairs,
     render_runtime,
 )
 from themisto.tasks import Example, HistoryCell
@@ -57,6 +58,22 @@ def test_prompts_differ_exactly_by_the_runtime_block(runtime_format: str, task: 
         if task == "output_prediction"
         else "Predict the code" in pair.without_runtime
     )
+
+
+@pytest.mark.parametrize("runtime_format", RUNTIME_FORMATS)
+def test_pairs_of_one_step_render_as_each_example_alone(runtime_format: str) -> None:
+    options = RenderOptions(runtime_format=runtime_format)
+    state = variables(8)
+    step = [example(task, state) for task in ("output_prediction", "next_cell_prediction")]
+    step[1].history = step[0].history  # as for the two examples of one step
+    together = render_pairs(step, options)
+    assert together == [render_pair(e, options) for e in step]
+    # "referenced" depends on each task's code; the other formats show the same block to both tasks
+    assert (together[0].runtime_text == together[1].runtime_text) is (runtime_format != "referenced")
+    other_state = example("next_cell_prediction", variables(2))
+    other_state.history = step[0].history
+    with pytest.raises(ValueError, match="one step"):
+        render_pairs([step[0], other_state], options)
 
 
 def test_text_format_shows_name_type_size_and_repr() -> None:

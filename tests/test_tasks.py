@@ -11,8 +11,8 @@ from themisto.exceptions import InputError
 from themisto.tasks import (
     TASKS,
     HistoryCell,
+    HistoryWindow,
     SelectionOptions,
-    cut_history,
     iter_examples,
     select,
     stratified_sample,
@@ -150,13 +150,21 @@ def test_paper_sample_on_a_trajectory_corpus(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("budget", [0, 7, 30, 100, 10_000])
-def test_history_is_cut_from_the_oldest_end_at_cell_boundaries(budget: int) -> None:
-    session = [HistoryCell("x" * (i % 7), "y" * (i % 11)) for i in range(40)]
-    history = cut_history(session, budget)
-    assert sum(cell.chars for cell in history) <= budget
-    assert history == session[len(session) - len(history) :]  # a suffix of whole cells
-    if len(history) < len(session):
-        assert sum(cell.chars for cell in session[len(session) - len(history) - 1 :]) > budget
+def test_history_window_is_the_longest_suffix_of_whole_cells_within_the_budget(budget: int) -> None:
+    # 2,500 cells: enough for the window to discard the cells it slid past (after 1,024)
+    session = [HistoryCell("x" * (i % 7), "y" * (i % 11)) for i in range(2500)]
+    window = HistoryWindow(budget)
+    for end in range(len(session) + 1):
+        seen, history = session[:end], window.cells
+        assert sum(cell.chars for cell in history) <= budget
+        assert history == seen[len(seen) - len(history) :]  # a suffix of whole cells
+        assert window.dropped == len(seen) - len(history)
+        if len(history) < len(seen):  # and the longest one: one more cell would not fit
+            assert sum(cell.chars for cell in seen[len(seen) - len(history) - 1 :]) > budget
+        if end < len(session):
+            window.append(session[end])
+    window.clear()
+    assert (window.cells, window.dropped) == ([], 0)
 
 
 def test_examples_respect_the_context_budget(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from themisto.cli import main
 from themisto.exceptions import SourceError
+from themisto.outputs import render_outputs
 from themisto.sources.zenodo import import_zenodo
 from themisto.tasks import SelectionOptions, select
 from themisto.trajectory import read_trajectory
@@ -77,8 +78,24 @@ def test_csv_in_a_zip_with_nbformat_outputs_and_errors(tmp_path: Path) -> None:
     (tmp_path / "nb2.json").write_text(json.dumps(nbformat), encoding="utf-8")
     (converted,) = import_zenodo(str(tmp_path / "nb2.json"), tmp_path / "out2")
     (step,) = read_trajectory(converted)
-    assert step.output == "a\nKeyError: 'k'\n"
+    assert step.output == "a\nKeyError: 'k'"
     assert step.error == {"ename": "KeyError", "evalue": "'k'"}
+
+
+def test_nbformat_outputs_are_rendered_as_the_recorder_renders_them(tmp_path: Path) -> None:
+    outputs = [
+        {"output_type": "stream", "name": "stdout", "text": ["loading", "...\n"]},
+        {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/html": "<b>x</b>"}, "metadata": {}},
+        {"output_type": "execute_result", "data": {"text/plain": ["   a\n", "0  1"]}, "execution_count": 3},
+        {"output_type": "stream", "name": "stderr", "text": "warning\n"},
+    ]
+    steps = published_steps(1)
+    steps[0]["output"] = outputs
+    (tmp_path / "nb.json").write_text(json.dumps(steps), encoding="utf-8")
+    (converted,) = import_zenodo(str(tmp_path / "nb.json"), tmp_path / "out")
+    (step,) = read_trajectory(converted)
+    assert step.output == render_outputs(outputs) == "loading...\n<image/png>\n   a\n0  1\nwarning"
+    assert step.error is None
 
 
 def test_mismatched_fields_fail_with_one_line_naming_found_and_expected(tmp_path: Path) -> None:

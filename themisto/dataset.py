@@ -8,16 +8,26 @@
   examples without / with the runtime block, splits ``test`` (the sample) and
   ``full`` (every eligible example).
 
-``datasets`` 4 and later refuse loading scripts, so :func:`build_dataset` runs
-the builder and writes its splits as ``<folder>/<config>/<split>.parquet`` plus
-a ``README.md`` dataset card whose YAML ``configs:`` block names those files.
+``datasets`` 4 and later refuse loading scripts, so :func:`build_dataset`
+writes every split as ``<folder>/<config>/<split>.parquet`` plus a ``README.md``
+dataset card whose YAML ``configs:`` block names those files.
 ``datasets.load_dataset(folder, config, split=...)`` then reads the folder as
 it is, locally or after ``push_to_hub``.
 
+Both the builder and :func:`build_dataset` take their rows from
+:func:`themisto.tables.iter_tables`. The builder is the definition of the
+configs (names, features, splits) that ``datasets`` understands; it generates
+one config and split per pass and re-encodes every row in Python, so
+:func:`build_dataset` does not run it: it reads the trajectories once more
+after selection and streams the Arrow tables of all nine splits straight into
+``pyarrow`` Parquet writers with the configs' own schemas (``load_dataset``
+sees the same features), in row groups of a fixed number of rows.
+
 A build is byte-for-byte reproducible from the same trajectories and options:
 rows come out in trajectory-file order, the sample is drawn with a seeded
-``random.Random``, floats are copied from the JSON unchanged, and neither the
-Parquet metadata nor the card holds a timestamp or an absolute path.
+``random.Random``, floats are copied from the JSON unchanged, row groups have
+fixed sizes, and neither the Parquet metadata nor the card holds a timestamp
+or an absolute path.
 """
 
 from __future__ import annotations
@@ -31,70 +41,45 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from themisto.exceptions import InputError
-from themisto.serialize import RenderOptions, render_pair
-from themisto.tasks import TASKS, Example, Selection, SelectionOptions, iter_examples, select
-from themisto.trajectory import Step, Variable, iter_steps
+from themisto.serialize import RenderOptions
+from themisto.tables import (
+    BATCH_ROWS,
+    CONFIG_NAMES,
+    RUNTIME_SUFFIX,
+    TASK_CONFIGS,
+    TASK_FEATURES,
+    TASK_SPLITS,
+    TRAJECTORIES,
+    TRAJECTORY_FEATURES,
+    config_features,
+    config_splits,
+    iter_tables,
+)
+from themisto.tasks import TASKS, Selection, SelectionOptions, select
 
-TRAJECTORIES = "trajectories"
-RUNTIME_SUFFIX = "_runtime"
-TASK_CONFIGS = tuple(name for task in TASKS for name in (task, task + RUNTIME_SUFFIX))
-CONFIG_NAMES = (TRAJECTORIES, *TASK_CONFIGS)
-TASK_SPLITS = ("test", "full")
-TRAJECTORY_SPLIT = "full"
+__all__ = [
+    "CONFIG_NAMES",
+    "RUNTIME_SUFFIX",
+    "TASK_CONFIGS",
+    "TASK_FEATURES",
+    "TRAJECTORIES",
+    "TRAJECTORY_FEATURES",
+    "BuildSummary",
+    "ExamplePair",
+    "ThemistoBuilder",
+    "build_dataset",
+    "config_splits",
+    "dataset_card",
+    "find_pair",
+    "parquet_path",
+    "read_build_options",
+]
+
 BUILD_OPTIONS_KEY = "themisto_build"  # card YAML key holding the options of the build
-
-_VARIABLE = {
-    "name": datasets.Value("string"),
-    "type": datasets.Value("string"),
-    "size_bytes": datasets.Value("int64"),
-    "repr": datasets.Value("string"),
-    "repr_truncated": datasets.Value("bool"),
-    "repr_failed": datasets.Value("bool"),
-    "shape": datasets.List(datasets.Value("int64")),
-    "len": datasets.Value("int64"),
-    "size_method": datasets.Value("string"),
-}
-
-TASK_FEATURES = datasets.Features(
-    {
-        "example_id": datasets.Value("string"),
-        "trajectory_id": datasets.Value("string"),
-        "step": datasets.Value("int64"),
-        "history": datasets.List({"code": datasets.Value("string"), "output": datasets.Value("string")}),
-        "history_dropped": datasets.Value("int64"),
-        "code": datasets.Value("string"),
-        "runtime": datasets.List(_VARIABLE),
-        "memory_bytes_before": datasets.Value("int64"),
-        "runtime_text": datasets.Value("string"),
-        "prompt": datasets.Value("string"),
-        "target": datasets.Value("string"),
-        "target_is_error": datasets.Value("bool"),
-        "stable": datasets.Value("bool"),
-    }
-)
-
-TRAJECTORY_FEATURES = datasets.Features(
-    {
-        "trajectory_id": datasets.Value("string"),
-        "step": datasets.Value("int64"),
-        "cell_id": datasets.Value("string"),
-        "code": datasets.Value("string"),
-        "output": datasets.Value("string"),
-        "error": {"ename": datasets.Value("string"), "evalue": datasets.Value("string")},
-        "execution_time": datasets.Value("float64"),
-        "memory_bytes": datasets.Value("int64"),
-        "runtime": datasets.List(_VARIABLE),
-        "state_hash": datasets.Value("string"),
-        "restarted": datasets.Value("bool"),
-        "outputs_json": datasets.Value("string"),  # raw nbformat outputs as JSON text (their shape varies)
-        "original_output": datasets.Value("string"),
-        "output_truncated": datasets.Value("bool"),
-        "output_length": datasets.Value("int64"),
-        "stable": datasets.Value("bool"),
-    }
-)
 
 CITATION = """@article{grotov2025themisto,
   title   = {Themisto: Jupyter-Based Runtime Benchmark},
@@ -133,94 +118,24 @@ class ThemistoBuilder(datasets.GeneratorBasedBuilder):
     config: ThemistoConfig
 
     def _info(self) -> datasets.DatasetInfo:
-        features = TRAJECTORY_FEATURES if self.config.task is None else TASK_FEATURES
         return datasets.DatasetInfo(
             description=self.config.description,
-            features=features,
+            features=config_features(self.config.name),
             citation=CITATION,
             homepage="https://arxiv.org/abs/2504.12365",
         )
 
     def _split_generators(self, dl_manager: datasets.DownloadManager) -> list[datasets.SplitGenerator]:
-        if self.config.task is None:
-            return [datasets.SplitGenerator(name=TRAJECTORY_SPLIT, gen_kwargs={"ids": None, "keep_test": False})]
-        chosen = self.selection().tasks[self.config.task]
-        # `full` goes first and keeps the rows of a (paper) test sample, so `test` needs no second pass
-        keep_test = len(chosen.test) < len(chosen.full)
-        return [
-            datasets.SplitGenerator(name="full", gen_kwargs={"ids": chosen.full, "keep_test": keep_test}),
-            datasets.SplitGenerator(name="test", gen_kwargs={"ids": chosen.test, "keep_test": False}),
-        ]
+        splits = config_splits(self.config.name)
+        return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split}) for split in splits]
 
-    # set by build_dataset so that the four task configs share one selection pass
-    cached_selection: Selection | None = None
-    # rows of the test sample, kept while the `full` split is generated
-    _test_rows: dict[str, dict[str, Any]] | None = None
-
-    def selection(self) -> Selection:
-        """The selection of this builder's inputs and options (computed once)."""
-        if self.cached_selection is None:
-            self.cached_selection = select(self._paths(), self.config.selection)
-        return self.cached_selection
-
-    def _paths(self) -> list[Path]:
-        return [Path(p) for p in self.config.trajectories]
-
-    def _generate_examples(self, ids: list[str] | None, keep_test: bool) -> Iterator[tuple[str, dict[str, Any]]]:
-        if ids is None:
-            for path in self._paths():
-                for step in iter_steps(path):
-                    yield f"{step.trajectory_id}/{step.step}", trajectory_row(step)
-            return
-        if self._test_rows is not None and all(key in self._test_rows for key in ids):
-            for key in ids:
-                yield key, self._test_rows[key]
-            return
-        test_ids = set(self.selection().tasks[self.config.task].test) if keep_test else set()
-        kept = {}
-        for example in iter_examples(self._paths(), self.config.task, ids, self.config.selection.max_context_chars):
-            row = self._task_row(example)
-            if example.example_id in test_ids:
-                kept[example.example_id] = row
-            yield example.example_id, row
-        if keep_test:
-            self._test_rows = kept
-
-    def _task_row(self, example: Example) -> dict[str, Any]:
-        pair = render_pair(example, self.config.render)
-        runtime = self.config.with_runtime
-        return {
-            "example_id": example.example_id,
-            "trajectory_id": example.trajectory_id,
-            "step": example.step,
-            "history": [{"code": cell.code, "output": cell.output} for cell in example.history],
-            "history_dropped": example.history_dropped,
-            "code": example.code,
-            "runtime": [variable_row(v) for v in example.runtime] if runtime else [],
-            "memory_bytes_before": example.memory_bytes_before if runtime else None,
-            "runtime_text": pair.runtime_text if runtime else "",
-            "prompt": pair.with_runtime if runtime else pair.without_runtime,
-            "target": example.target,
-            "target_is_error": example.target_is_error,
-            "stable": example.stable,
-        }
-
-
-_VARIABLE_FIELDS = tuple(_VARIABLE)
-_STEP_SCALARS = tuple(name for name in TRAJECTORY_FEATURES if name not in ("runtime", "outputs_json"))
-
-
-def variable_row(variable: Variable) -> dict[str, Any]:
-    # a flat getattr copy: dataclasses.asdict deep-copies recursively and dominated build time
-    return {name: getattr(variable, name) for name in _VARIABLE_FIELDS}
-
-
-def trajectory_row(step: Step) -> dict[str, Any]:
-    """A step as a row of the ``trajectories`` config."""
-    row = {name: getattr(step, name) for name in _STEP_SCALARS}
-    row["runtime"] = [variable_row(v) for v in step.runtime]
-    row["outputs_json"] = json.dumps(step.outputs, ensure_ascii=False, sort_keys=True)
-    return row
+    def _generate_examples(self, split: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        paths = [Path(p) for p in self.config.trajectories]
+        chosen = select(paths, self.config.selection)
+        for piece in iter_tables(paths, chosen, self.config.selection.max_context_chars, self.config.render):
+            if piece.config == self.config.name and piece.split == split:
+                for row in piece.table.to_pylist():
+                    yield f"{row['trajectory_id']}/{row['step']}", row
 
 
 @dataclass
@@ -239,8 +154,42 @@ def parquet_path(folder: Path, config: str, split: str) -> Path:
     return Path(folder) / config / f"{split}.parquet"
 
 
-def config_splits(config: str) -> tuple[str, ...]:
-    return (TRAJECTORY_SPLIT,) if config == TRAJECTORIES else TASK_SPLITS
+class _SplitWriter:
+    """One split's Parquet file, in row groups of exactly ``BATCH_ROWS`` rows (the last one shorter).
+
+    Fixed row groups keep the bytes independent of how the input was batched.
+    zstd rather than the default snappy: a third of the size for the same CPU time
+    (each prompt repeats its history), and every Parquet reader `datasets` uses has it.
+    """
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = pq.ParquetWriter(path, schema, compression="zstd")
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        self._pending.append(table)
+        self._pending_rows += len(table)
+        if self._pending_rows >= BATCH_ROWS:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        table = pa.concat_tables(self._pending)
+        whole = len(table) if final else len(table) - len(table) % BATCH_ROWS
+        if whole:
+            self._writer.write_table(table.slice(0, whole), row_group_size=BATCH_ROWS)
+            self.rows += whole
+        rest = table.slice(whole)
+        self._pending, self._pending_rows = ([rest] if len(rest) else []), len(rest)
+
+    def close(self) -> int:
+        """Write what is pending, close the file and return its row count."""
+        if self._pending:
+            self._flush(final=True)
+        self._writer.close()
+        return self.rows
 
 
 def build_dataset(
@@ -250,42 +199,39 @@ def build_dataset(
     render: RenderOptions | None = None,
     license_id: str = "apache-2.0",
 ) -> BuildSummary:
-    """Run the builder over ``trajectories`` and write every config as Parquet plus a dataset card."""
+    """Write every config of ``trajectories`` as Parquet plus a dataset card into ``out_dir``.
+
+    Two passes over the input: selection reads and validates every step (so bad
+    input fails before any rendering), then one pass renders and writes all splits.
+    Files are staged next to ``out_dir`` and moved in only when complete.
+    """
     selection = selection or SelectionOptions()
     render = render or RenderOptions()
     out_dir = Path(out_dir)
-    paths = tuple(str(Path(p).resolve()) for p in trajectories)
-    rows: dict[str, dict[str, int]] = {}
-    # selection reads and validates every step first, so bad input fails before anything is written
-    chosen = select([Path(p) for p in paths], selection)
+    paths = [Path(p) for p in trajectories]
+    chosen = select(paths, selection)
     for task, ids in chosen.tasks.items():
         if not ids.full:
             raise InputError(
                 f"no eligible {task} examples among {chosen.steps} steps ({chosen.errors} exceptions); "
                 "see --include-errors, --quantile and --stable-only"
             )
-    with tempfile.TemporaryDirectory(prefix="themisto-build-") as tmp:
-        staged = Path(tmp) / "out"
-        for config in CONFIG_NAMES:
-            builder = ThemistoBuilder(
-                config_name=config,
-                cache_dir=str(Path(tmp) / "cache"),
-                trajectories=paths,
-                selection=selection,
-                render=render,
-            )
-            builder.cached_selection = chosen
-            _prepare(builder)
-            rows[config] = {}
-            for split in config_splits(config):
-                produced = sorted(Path(builder.cache_dir).glob(f"*-{split}*.parquet"))
-                if len(produced) != 1:
-                    raise RuntimeError(f"expected one Parquet file for {config}/{split}, found {len(produced)}")
-                target = parquet_path(staged, config, split)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(produced[0], target)
-                rows[config][split] = builder.info.splits[split].num_examples
-        summary = BuildSummary(chosen, selection, render, rows, [Path(p).name for p in paths])
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    # staged in the same file system as out_dir, so moving the result in is a rename, not a copy
+    with tempfile.TemporaryDirectory(prefix=".themisto-build-", dir=out_dir.parent) as tmp:
+        staged = Path(tmp)
+        writers = {
+            (config, split): _SplitWriter(parquet_path(staged, config, split), config_features(config).arrow_schema)
+            for config in CONFIG_NAMES
+            for split in config_splits(config)
+        }
+        try:
+            for piece in iter_tables(paths, chosen, selection.max_context_chars, render):
+                writers[piece.config, piece.split].write(piece.table)
+        finally:
+            counts = {key: writer.close() for key, writer in writers.items()}
+        rows = {config: {split: counts[config, split] for split in config_splits(config)} for config in CONFIG_NAMES}
+        summary = BuildSummary(chosen, selection, render, rows, [p.name for p in paths])
         showcase = _showcase_row(parquet_path(staged, "output_prediction" + RUNTIME_SUFFIX, "test"))
         (staged / "README.md").write_text(dataset_card(summary, license_id, showcase), encoding="utf-8")
         _replace_build(staged, out_dir)
@@ -294,20 +240,8 @@ def build_dataset(
 
 def _showcase_row(path: Path) -> dict[str, Any] | None:
     """The first row of a runtime split whose state has variables (else its first row)."""
-    import pyarrow.parquet as pq
-
     rows = pq.read_table(path, columns=["example_id", "runtime_text", "runtime"]).to_pylist()
     return next((row for row in rows if row["runtime"]), rows[0] if rows else None)
-
-
-def _prepare(builder: ThemistoBuilder) -> None:
-    """Run the builder into its cache as Parquet; input errors surface as themselves, not wrapped."""
-    try:
-        builder.download_and_prepare(file_format="parquet")
-    except datasets.exceptions.DatasetGenerationError as exc:
-        if isinstance(exc.__cause__, InputError):
-            raise exc.__cause__ from None
-        raise
 
 
 def _replace_build(staged: Path, out_dir: Path) -> None:
@@ -332,8 +266,6 @@ class ExamplePair:
 
 def find_pair(folder: str | Path, config: str, example_id: str) -> ExamplePair:
     """Both rows of ``example_id`` in a built dataset, looked up in ``test`` first, then ``full``."""
-    import pyarrow.parquet as pq
-
     task = config.removesuffix(RUNTIME_SUFFIX)
     if task not in TASKS:
         raise InputError(f"unknown config {config!r}; expected one of {', '.join(TASK_CONFIGS)}")
@@ -538,7 +470,8 @@ Task configs:
 (`{{ename, evalue}}` or null), `execution_time` (seconds), `memory_bytes`,
 `runtime` (the snapshot after the step), `state_hash`, `restarted`,
 `outputs_json` (raw nbformat outputs, size-capped, as JSON text),
-`original_output`, `output_truncated`, `output_length`, `stable`.
+`original_output`, `output_truncated`, `output_length`, `stable`, `stable_norm`
+(identical after exact-match normalisation), `instability` (detected causes, e.g. `random`, `time`).
 
 ## Evaluation
 

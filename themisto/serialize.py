@@ -33,7 +33,7 @@ import ast
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,14 +88,38 @@ class PromptPair:
 
 def render_pair(example: Example, options: RenderOptions) -> PromptPair:
     """Render both prompts of ``example``; they differ exactly by ``runtime_text``."""
-    head = _INTRO + render_history(example.history)
-    question = _QUESTIONS[example.task]
-    if example.task == "output_prediction":
-        question += fence(example.code, "python")
-    runtime_text = render_runtime(
-        example.runtime, options, referenced_from=referencing_code(example, options), memory=example.memory_bytes_before
-    )
-    return PromptPair(head + runtime_text + question, head + question, runtime_text)
+    return render_pairs([example], options)[0]
+
+
+def render_pairs(examples: Sequence[Example], options: RenderOptions) -> list[PromptPair]:
+    """Render the prompt pairs of examples of one step (one per task).
+
+    They share the history and the runtime state, so the history and, unless the
+    format is ``referenced`` (which depends on each task's code), the runtime block
+    are rendered once for all of them.
+    """
+    first = examples[0]
+    if any(e.history != first.history or e.runtime != first.runtime for e in examples[1:]):
+        raise ValueError("render_pairs needs examples of one step (the same history and runtime)")
+    head = _INTRO + render_history(first.history)
+    shared_runtime = None
+    if options.runtime_format != "referenced":
+        shared_runtime = render_runtime(first.runtime, options, [], memory=first.memory_bytes_before)
+    pairs = []
+    for example in examples:
+        question = _QUESTIONS[example.task]
+        if example.task == "output_prediction":
+            question += fence(example.code, "python")
+        runtime_text = shared_runtime
+        if runtime_text is None:
+            runtime_text = render_runtime(
+                example.runtime,
+                options,
+                referenced_from=referencing_code(example, options),
+                memory=example.memory_bytes_before,
+            )
+        pairs.append(PromptPair(head + runtime_text + question, head + question, runtime_text))
+    return pairs
 
 
 def referencing_code(example: Example, options: RenderOptions) -> list[str]:
@@ -117,15 +141,28 @@ def fence(text: str, lang: str = "") -> str:
 def render_history(history: list[HistoryCell]) -> str:
     if not history:
         return "Previous code cells and their outputs: none (this is the first cell of the kernel session).\n\n"
-    parts = ["Previous code cells and their outputs:\n\n"]
-    for number, cell in enumerate(history, 1):
-        parts.append(f"Cell {number}:\n{_render_cell(cell.code, cell.output)}")
-    return "".join(parts)
+    labels = _cell_labels(len(history))
+    bodies = [_render_cell(cell.code, cell.output) for cell in history]
+    return "Previous code cells and their outputs:\n\n" + "".join(
+        [part for pair in zip(labels, bodies) for part in pair]
+    )
 
 
-@functools.lru_cache(maxsize=8192)
+def _cell_labels(count: int) -> list[str]:
+    """``["Cell 1:\\n", ..., f"Cell {count}:\\n"]``, grown once and reused by every prompt."""
+    while len(_CELL_LABELS) < count:
+        _CELL_LABELS.append(f"Cell {len(_CELL_LABELS) + 1}:\n")
+    return _CELL_LABELS[:count]
+
+
+_CELL_LABELS: list[str] = []
+
+
+# larger than any history window (8000 one-character cells fit the default budget): an LRU
+# cache smaller than the window it cycles through would miss on every cell
+@functools.lru_cache(maxsize=1 << 15)
 def _render_cell(code: str, output: str) -> str:
-    # cached: consecutive examples of a session repeat almost the same history
+    # cached: the history windows of consecutive steps share almost all their cells
     rendered_output = fence(output) if output else "(no output)\n"
     return f"{fence(code, 'python')}Output:\n{rendered_output}\n"
 

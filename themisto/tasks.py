@@ -41,8 +41,11 @@ Selection follows the paper's protocol, each rule an option:
    fewer examples than asked contributes all it has. ``sample="all"`` keeps
    every eligible example in the test split as well.
 
-Building streams: a first pass collects only lengths and flags per step, the
-second pass re-reads one trajectory at a time and yields the chosen examples.
+Building streams: a first pass (:func:`select`) collects only lengths and flags
+per step; a second pass (:func:`iter_contexts`) re-reads one trajectory at a
+time and yields, for every step, what a model sees before it. The history
+window slides along the session (:class:`HistoryWindow`), so a step costs the
+same however long its session is.
 """
 
 from __future__ import annotations
@@ -113,7 +116,7 @@ class Example:
     stable: bool | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per input step: slots keep selection memory small
 class StepStats:
     """What selection needs to know about a step, without its payload."""
 
@@ -217,47 +220,101 @@ def stratified_sample(
     return chosen, (len(strata[0]), len(strata[1]), len(strata[2]))
 
 
-def cut_history(session: Sequence[HistoryCell], budget: int) -> list[HistoryCell]:
-    """The most recent whole cells of ``session`` whose total size fits ``budget``."""
-    kept = 0
-    used = 0
-    for cell in reversed(session):
-        if used + cell.chars > budget:
-            break
-        used += cell.chars
-        kept += 1
-    return list(session[len(session) - kept :])
+class HistoryWindow:
+    """The most recent whole cells of a kernel session whose total size fits a character budget.
+
+    The window is the longest suffix of the session within the budget. Appending a
+    cell can only move its start forward, so the window slides in O(1) amortised time
+    per cell instead of being recut from the whole session at every step.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.clear()
+
+    def clear(self) -> None:
+        """Start a new, empty session (a kernel restart)."""
+        self._cells: list[HistoryCell] = []
+        self._start = 0  # index in _cells of the oldest cell in the window
+        self._used = 0  # characters of the cells in the window
+        self._forgotten = 0  # cells of the session already discarded from _cells
+
+    def append(self, cell: HistoryCell) -> None:
+        self._cells.append(cell)
+        self._used += cell.chars
+        while self._used > self.budget:
+            self._used -= self._cells[self._start].chars
+            self._start += 1
+        if self._start > 1024 and self._start * 2 > len(self._cells):
+            # keep memory bounded by the window, not by the session's length
+            del self._cells[: self._start]
+            self._forgotten += self._start
+            self._start = 0
+
+    @property
+    def cells(self) -> list[HistoryCell]:
+        """The cells of the window, oldest first."""
+        return self._cells[self._start :]
+
+    @property
+    def dropped(self) -> int:
+        """Older cells of the session left out by the budget."""
+        return self._forgotten + self._start
+
+
+@dataclass
+class StepContext:
+    """A step and what a model is shown before it: the session history and the previous step."""
+
+    step: Step
+    history: list[HistoryCell]
+    history_dropped: int
+    before: Step | None  # the previous step of the same kernel session; None after a restart
+
+    @property
+    def example_id(self) -> str:
+        return example_id(self.step.trajectory_id, self.step.step)
+
+    def example(self, task: str) -> Example:
+        """The example of ``task`` for this step."""
+        step, before = self.step, self.before
+        return Example(
+            task=task,
+            example_id=self.example_id,
+            trajectory_id=step.trajectory_id,
+            step=step.step,
+            history=self.history,
+            history_dropped=self.history_dropped,
+            code=step.code if task == "output_prediction" else "",
+            runtime=before.runtime if before else [],
+            memory_bytes_before=before.memory_bytes if before else None,
+            target=step.output if task == "output_prediction" else step.code,
+            target_is_error=step.error is not None,
+            stable=step.stable,
+        )
+
+
+def iter_contexts(paths: Sequence[Path], max_context_chars: int) -> Iterator[StepContext]:
+    """Second pass: every step of ``paths`` in trajectory order, with its history and previous step."""
+    for path in paths:
+        window = HistoryWindow(max_context_chars)
+        before: Step | None = None
+        for step in iter_steps(path):
+            if step.restarted:
+                window.clear()
+                before = None
+            yield StepContext(step, window.cells, window.dropped, before)
+            window.append(HistoryCell(step.code, step.output))
+            before = step
 
 
 def iter_examples(
     paths: Sequence[Path], task: str, ids: set[str] | list[str], max_context_chars: int
 ) -> Iterator[Example]:
-    """Second pass: yield the examples of ``task`` whose ids are in ``ids``, in trajectory order."""
+    """The examples of ``task`` whose ids are in ``ids``, in trajectory order."""
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
     wanted = set(ids)
-    for path in paths:
-        session: list[HistoryCell] = []
-        before: Step | None = None  # the previous step of the same kernel session
-        for step in iter_steps(path):
-            if step.restarted:
-                session, before = [], None
-            key = example_id(step.trajectory_id, step.step)
-            if key in wanted:
-                history = cut_history(session, max_context_chars)
-                yield Example(
-                    task=task,
-                    example_id=key,
-                    trajectory_id=step.trajectory_id,
-                    step=step.step,
-                    history=history,
-                    history_dropped=len(session) - len(history),
-                    code=step.code if task == "output_prediction" else "",
-                    runtime=list(before.runtime) if before else [],
-                    memory_bytes_before=before.memory_bytes if before else None,
-                    target=step.output if task == "output_prediction" else step.code,
-                    target_is_error=step.error is not None,
-                    stable=step.stable,
-                )
-            session.append(HistoryCell(step.code, step.output))
-            before = step
+    for context in iter_contexts(paths, max_context_chars):
+        if context.example_id in wanted:
+            yield context.example(task)

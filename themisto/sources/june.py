@@ -23,7 +23,7 @@ from typing import Any
 
 from themisto.exceptions import SourceError
 from themisto.outputs import render_outputs
-from themisto.sources import Action, Execute, Restart, SourceTrajectory
+from themisto.sources import Action, Execute, Restart, SourceTrajectory, one_line
 
 REQUIRED_COLUMNS = ("time", "kernel_id", "event", "cell_index", "cell_source", "cell_output")
 NON_CODE_CELL_TYPES = {"markdown", "raw"}
@@ -140,11 +140,11 @@ def _load_table(path: Path) -> Any:
     except SourceError:
         raise
     except OSError as exc:
-        raise SourceError(f"cannot read JuNE log {path}: {exc.strerror or exc}") from None
+        raise SourceError(f"cannot read JuNE log {path}: {one_line(exc.strerror or exc)}") from None
     except UnicodeDecodeError:
         raise SourceError(f"{path}: not a JuNE log (not UTF-8 text)") from None
     except Exception as exc:  # pandas/pyarrow parser errors have no common base class
-        raise SourceError(f"{path}: not a readable JuNE log ({type(exc).__name__}: {exc})") from None
+        raise SourceError(f"{path}: not a readable JuNE log ({type(exc).__name__}: {one_line(exc)})") from None
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

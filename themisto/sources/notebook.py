@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from themisto.exceptions import SourceError
-from themisto.sources import Execute, SourceTrajectory
+from themisto.sources import Execute, SourceTrajectory, one_line
 
 
 def read_notebook(path: Path) -> SourceTrajectory:
@@ -27,7 +27,7 @@ def read_notebook(path: Path) -> SourceTrajectory:
     except (json.JSONDecodeError, nbformat.reader.NotJSONError):
         raise SourceError(f"{path}: not a notebook (not JSON)") from None
     except Exception as exc:  # nbformat raises assorted errors on JSON that is not a notebook
-        raise SourceError(f"{path}: not a notebook ({type(exc).__name__}: {exc})") from None
+        raise SourceError(f"{path}: not a notebook ({type(exc).__name__}: {one_line(exc)})") from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
         raise SourceError(f"{path}: not a notebook (no cell list)")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import SourceError
+from themisto.outputs import joined_text, render_outputs
 from themisto.trajectory import Step, TrajectoryWriter, Variable
 
 RECORD_ID = "14861889"
@@ -85,35 +86,22 @@ def _check_fields(record: Any, where: str) -> None:
         raise SourceError(f"{where}: not a Themisto step: found fields {', '.join(found)}; expected {expected}")
 
 
-def render_outputs(outputs: Any) -> tuple[str, dict[str, str] | None]:
-    """Plain text of an output field (text or nbformat outputs) and the error it shows, if any."""
-    if outputs is None:
+def _output_and_error(raw: Any) -> tuple[str, dict[str, str] | None]:
+    """Plain text of a published output field (text or nbformat outputs) and the error it shows, if any.
+
+    nbformat outputs are rendered by :func:`themisto.outputs.render_outputs`, as the recorder renders them.
+    """
+    if raw is None:
         return "", None
-    if isinstance(outputs, str):
-        return outputs, None
-    if not isinstance(outputs, list):
-        return json.dumps(outputs, ensure_ascii=False, sort_keys=True), None
-    parts: list[str] = []
+    if isinstance(raw, str):
+        return raw, None
+    if not isinstance(raw, list):
+        return json.dumps(raw, ensure_ascii=False, sort_keys=True), None
+    errors = [out for out in raw if isinstance(out, dict) and out.get("output_type") == "error"]
     error = None
-    for out in outputs:
-        if not isinstance(out, dict):
-            parts.append(str(out))
-            continue
-        kind = out.get("output_type")
-        if kind == "stream":
-            text = out.get("text", "")
-            parts.append("".join(text) if isinstance(text, list) else str(text))
-        elif kind == "error":
-            error = {"ename": str(out.get("ename", "")), "evalue": str(out.get("evalue", ""))}
-            parts.append(f"{error['ename']}: {error['evalue']}\n")
-        else:
-            data = out.get("data", {})
-            text = data.get("text/plain")
-            if text is not None:
-                parts.append(("".join(text) if isinstance(text, list) else str(text)) + "\n")
-            else:
-                parts.extend(f"<{mime}>\n" for mime in sorted(data))
-    return "".join(parts), error
+    if errors:
+        error = {"ename": joined_text(errors[-1].get("ename")), "evalue": joined_text(errors[-1].get("evalue"))}
+    return render_outputs(raw), error
 
 
 def _variables(raw: Any, where: str) -> list[Variable]:
@@ -170,7 +158,7 @@ def convert_steps(records: list[Any], trajectory_id: str, where: str) -> list[St
     for index, record in enumerate(records):
         at = f"{where} step {index}"
         _check_fields(record, at)
-        output, error = render_outputs(_pick(record, FIELDS["output"]))
+        output, error = _output_and_error(_pick(record, FIELDS["output"]))
         raw_error = record.get("error")
         if isinstance(raw_error, dict) and {"ename", "evalue"} <= set(raw_error):
             error = {"ename": str(raw_error["ename"]), "evalue": str(raw_error["evalue"])}

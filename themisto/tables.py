@@ -1,0 +1,277 @@
+"""The Themisto configs as Arrow tables, built column by column in one streaming pass.
+
+:func:`iter_tables` reads the trajectories once (after :func:`themisto.tasks.select`
+has chosen the examples) and yields, batch after batch of steps, a table piece for
+every config and split. Rows are never encoded one by one: a batch's columns are
+collected as plain lists and turned into Arrow arrays once, and the columns the
+four task configs have in common (ids, history, targets, the runtime state) are
+built once for all of them. Memory is bounded by one batch, whatever the size of
+the input.
+
+Every table has exactly the Arrow schema of its config's ``datasets.Features``
+(``features.arrow_schema``, whose metadata lets ``load_dataset`` restore the
+features), so the same pieces feed the ``GeneratorBasedBuilder`` and the Parquet
+writer of ``themisto build``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import datasets
+import pyarrow as pa
+
+from themisto.exceptions import InputError
+from themisto.serialize import RenderOptions, render_pairs
+from themisto.tasks import TASKS, Selection, StepContext, iter_contexts
+from themisto.trajectory import Step, Variable
+
+TRAJECTORIES = "trajectories"
+RUNTIME_SUFFIX = "_runtime"
+TASK_CONFIGS = tuple(name for task in TASKS for name in (task, task + RUNTIME_SUFFIX))
+CONFIG_NAMES = (TRAJECTORIES, *TASK_CONFIGS)
+TASK_SPLITS = ("test", "full")
+TRAJECTORY_SPLIT = "full"
+# Steps per batch, and rows per Parquet row group: the `datasets` writer's default batch size.
+BATCH_ROWS = 1000
+
+_VARIABLE = {
+    "name": datasets.Value("string"),
+    "type": datasets.Value("string"),
+    "size_bytes": datasets.Value("int64"),
+    "repr": datasets.Value("string"),
+    "repr_truncated": datasets.Value("bool"),
+    "repr_failed": datasets.Value("bool"),
+    "shape": datasets.List(datasets.Value("int64")),
+    "len": datasets.Value("int64"),
+    "size_method": datasets.Value("string"),
+}
+
+TASK_FEATURES = datasets.Features(
+    {
+        "example_id": datasets.Value("string"),
+        "trajectory_id": datasets.Value("string"),
+        "step": datasets.Value("int64"),
+        "history": datasets.List({"code": datasets.Value("string"), "output": datasets.Value("string")}),
+        "history_dropped": datasets.Value("int64"),
+        "code": datasets.Value("string"),
+        "runtime": datasets.List(_VARIABLE),
+        "memory_bytes_before": datasets.Value("int64"),
+        "runtime_text": datasets.Value("string"),
+        "prompt": datasets.Value("string"),
+        "target": datasets.Value("string"),
+        "target_is_error": datasets.Value("bool"),
+        "stable": datasets.Value("bool"),
+    }
+)
+
+TRAJECTORY_FEATURES = datasets.Features(
+    {
+        "trajectory_id": datasets.Value("string"),
+        "step": datasets.Value("int64"),
+        "cell_id": datasets.Value("string"),
+        "code": datasets.Value("string"),
+        "output": datasets.Value("string"),
+        "error": {"ename": datasets.Value("string"), "evalue": datasets.Value("string")},
+        "execution_time": datasets.Value("float64"),
+        "memory_bytes": datasets.Value("int64"),
+        "runtime": datasets.List(_VARIABLE),
+        "state_hash": datasets.Value("string"),
+        "restarted": datasets.Value("bool"),
+        "outputs_json": datasets.Value("string"),  # raw nbformat outputs as JSON text (their shape varies)
+        "original_output": datasets.Value("string"),
+        "output_truncated": datasets.Value("bool"),
+        "output_length": datasets.Value("int64"),
+        "stable": datasets.Value("bool"),
+        "stable_norm": datasets.Value("bool"),
+        "instability": datasets.List(datasets.Value("string")),
+    }
+)
+
+_TASK_SCHEMA = TASK_FEATURES.arrow_schema
+_TRAJECTORY_SCHEMA = TRAJECTORY_FEATURES.arrow_schema
+_STEP_SCALARS = tuple(name for name in TRAJECTORY_FEATURES if name not in ("runtime", "outputs_json"))
+
+
+def config_features(config: str) -> datasets.Features:
+    """The features of a config: raw steps or task examples."""
+    return TRAJECTORY_FEATURES if config == TRAJECTORIES else TASK_FEATURES
+
+
+def config_splits(config: str) -> tuple[str, ...]:
+    return (TRAJECTORY_SPLIT,) if config == TRAJECTORIES else TASK_SPLITS
+
+
+def variable_row(variable: Variable) -> dict[str, Any]:
+    """A variable as a row of the ``runtime`` lists."""
+    # the dataclass's own attribute dict, not a copy: the Arrow conversion reads the schema's
+    # fields from it and ignores any other key, and nothing mutates a variable once parsed
+    return vars(variable)
+
+
+def trajectory_row(step: Step) -> dict[str, Any]:
+    """A step as a row of the ``trajectories`` config."""
+    row = {name: getattr(step, name) for name in _STEP_SCALARS}
+    row["runtime"] = [variable_row(v) for v in step.runtime]
+    row["outputs_json"] = json.dumps(step.outputs, ensure_ascii=False, sort_keys=True)
+    return row
+
+
+class TablePiece(NamedTuple):
+    """Consecutive rows of one split of one config."""
+
+    config: str
+    split: str
+    table: pa.Table
+
+
+class _TaskColumns:
+    """The columns of one batch of task examples, shared by the four task configs."""
+
+    def __init__(self, render: RenderOptions) -> None:
+        self.render = render
+        self.example_ids: list[str] = []
+        self.trajectory_ids: list[str] = []
+        self.steps: list[int] = []
+        self.history_offsets: list[int] = [0]
+        self.history_codes: list[str] = []
+        self.history_outputs: list[str] = []
+        self.history_dropped: list[int] = []
+        self.runtime: list[list[dict[str, Any]]] = []
+        self.memory_before: list[int | None] = []
+        self.target_is_error: list[bool] = []
+        self.stable: list[bool | None] = []
+        # per task: code, target, runtime_text, prompt without and with runtime
+        self.by_task: dict[str, dict[str, list[str]]] = {
+            task: {"code": [], "target": [], "runtime_text": [], "plain": [], "with_runtime": []} for task in TASKS
+        }
+
+    def __len__(self) -> int:
+        return len(self.example_ids)
+
+    def add(self, context: StepContext, runtime_rows: list[dict[str, Any]]) -> None:
+        """Add the examples of one step; ``runtime_rows`` is the state before it as variable rows."""
+        examples = [context.example(task) for task in TASKS]
+        pairs = render_pairs(examples, self.render)
+        step = context.step
+        self.example_ids.append(context.example_id)
+        self.trajectory_ids.append(step.trajectory_id)
+        self.steps.append(step.step)
+        self.history_codes.extend([cell.code for cell in context.history])
+        self.history_outputs.extend([cell.output for cell in context.history])
+        self.history_offsets.append(len(self.history_codes))
+        self.history_dropped.append(context.history_dropped)
+        self.runtime.append(runtime_rows)
+        self.memory_before.append(examples[0].memory_bytes_before)
+        self.target_is_error.append(examples[0].target_is_error)
+        self.stable.append(step.stable)
+        for example, pair in zip(examples, pairs, strict=True):
+            columns = self.by_task[example.task]
+            columns["code"].append(example.code)
+            columns["target"].append(example.target)
+            columns["runtime_text"].append(pair.runtime_text)
+            columns["plain"].append(pair.without_runtime)
+            columns["with_runtime"].append(pair.with_runtime)
+
+    def tables(self) -> dict[str, pa.Table]:
+        """One table per task config, all rows of the batch."""
+        schema = _TASK_SCHEMA
+        count = len(self)
+        history_type = schema.field("history").type
+        history_cells = pa.StructArray.from_arrays(
+            [pa.array(self.history_codes, pa.string()), pa.array(self.history_outputs, pa.string())],
+            fields=list(history_type.value_type),
+        )
+        runtime_type = schema.field("runtime").type
+        shared = {
+            "example_id": pa.array(self.example_ids, pa.string()),
+            "trajectory_id": pa.array(self.trajectory_ids, pa.string()),
+            "step": pa.array(self.steps, pa.int64()),
+            "history": pa.ListArray.from_arrays(
+                pa.array(self.history_offsets, pa.int32()), history_cells, type=history_type
+            ),
+            "history_dropped": pa.array(self.history_dropped, pa.int64()),
+            "target_is_error": pa.array(self.target_is_error, pa.bool_()),
+            "stable": pa.array(self.stable, pa.bool_()),
+        }
+        # the configs without runtime carry an empty state, no memory and no runtime block
+        without_runtime = {
+            "runtime": pa.array([[]] * count, runtime_type),
+            "memory_bytes_before": pa.nulls(count, pa.int64()),
+            "runtime_text": pa.array([""] * count, pa.string()),
+        }
+        with_runtime = {
+            "runtime": pa.array(self.runtime, runtime_type),
+            "memory_bytes_before": pa.array(self.memory_before, pa.int64()),
+        }
+        tables = {}
+        for task, columns in self.by_task.items():
+            per_task = {name: pa.array(columns[name], pa.string()) for name in ("code", "target")}
+            plain = {**shared, **per_task, **without_runtime, "prompt": pa.array(columns["plain"], pa.string())}
+            runtime = {
+                **shared,
+                **per_task,
+                **with_runtime,
+                "runtime_text": pa.array(columns["runtime_text"], pa.string()),
+                "prompt": pa.array(columns["with_runtime"], pa.string()),
+            }
+            tables[task] = pa.Table.from_pydict({name: plain[name] for name in schema.names}, schema=schema)
+            tables[task + RUNTIME_SUFFIX] = pa.Table.from_pydict(
+                {name: runtime[name] for name in schema.names}, schema=schema
+            )
+        return tables
+
+
+def iter_tables(
+    paths: Sequence[Path], chosen: Selection, max_context_chars: int, render: RenderOptions
+) -> Iterator[TablePiece]:
+    """Every config and split of a build as table pieces, in trajectory order, in one pass.
+
+    ``chosen`` is the outcome of :func:`themisto.tasks.select` over the same ``paths``.
+    """
+    full = {task: set(chosen.tasks[task].full) for task in TASKS}
+    test = {task: set(chosen.tasks[task].test) for task in TASKS}
+    eligible = set().union(*full.values())
+    steps: list[dict[str, Any]] = []
+    examples = _TaskColumns(render)
+    previous: dict[str, Any] | None = None  # the trajectory row of the previous step
+    count = 0
+    for count, context in enumerate(iter_contexts(paths, max_context_chars), 1):
+        row = trajectory_row(context.step)
+        if context.example_id in eligible:
+            # the state before the step is the previous step's snapshot, already converted for its own row
+            before = previous["runtime"] if context.before is not None and previous is not None else []
+            examples.add(context, before)
+        steps.append(row)
+        previous = row
+        if len(steps) == BATCH_ROWS:
+            yield from _pieces(steps, examples, full, test)
+            steps, examples = [], _TaskColumns(render)
+    if steps:
+        yield from _pieces(steps, examples, full, test)
+    if count != chosen.steps:
+        # e.g. a recording still appending to a file: the selection no longer describes the input
+        raise InputError(
+            f"the trajectories changed during the build ({chosen.steps} steps, then {count}); build again"
+        )
+
+
+def _pieces(
+    steps: list[dict[str, Any]], examples: _TaskColumns, full: dict[str, set[str]], test: dict[str, set[str]]
+) -> Iterator[TablePiece]:
+    yield TablePiece(TRAJECTORIES, TRAJECTORY_SPLIT, pa.Table.from_pylist(steps, schema=_TRAJECTORY_SCHEMA))
+    if not len(examples):
+        return
+    ids = examples.example_ids
+    for config, table in examples.tables().items():
+        task = config.removesuffix(RUNTIME_SUFFIX)
+        in_full = [i for i, key in enumerate(ids) if key in full[task]]
+        if len(in_full) < len(ids):
+            table = table.take(in_full)
+        in_test = [row for row, i in enumerate(in_full) if ids[i] in test[task]]
+        yield TablePiece(config, "full", table)
+        if in_test:
+            yield TablePiece(config, "test", table if len(in_test) == len(table) else table.take(in_test))
