@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dataset_fixture import TASK_CONFIGS, is_test_example, task_rows, write_dataset
+from dataset_fixture import is_test_example, task_rows, write_dataset
 from themisto.cli import main as themisto_main
 from themisto.evaluation import (
     DATA_ENV,

@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from themisto.exceptions import InputError
+from themisto.jsonl import iter_json_objects
 from themisto.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -162,24 +163,6 @@ def _model_name(folder: Path, stamp: str | None) -> str:
     return model if isinstance(model, str) and model else folder.name
 
 
-def _jsonl_objects(path: Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for every non-blank line, or an InputError."""
-    try:
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
-                if not isinstance(record, dict):
-                    raise InputError(f"{path}:{number}: a sample must be a JSON object")
-                yield number, record
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
-
-
 def _metric_value(record: dict, name: str, where: str) -> float:
     """One per-sample metric value as a float, or an InputError."""
     value = record.get(name)
@@ -191,7 +174,7 @@ def _metric_value(record: dict, name: str, where: str) -> float:
 def _read_samples(path: Path, model: str, task: str) -> list[TaskSamples]:
     """The samples of one log file, one :class:`TaskSamples` per lm-eval filter."""
     by_filter: dict[str, TaskSamples] = {}
-    for number, record in _jsonl_objects(path):
+    for number, record in iter_json_objects(path, InputError, "sample log"):
         where = f"{path}:{number}"
         doc = record.get("doc")
         names = record.get("metrics")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import TrajectoryError
+from themisto.jsonl import iter_json_objects
 
 SCHEMA_VERSION = 1
 
@@ -159,22 +160,8 @@ def step_from_dict(record: Any, where: str = "step") -> Step:
 def iter_steps(path: str | os.PathLike[str]) -> Iterator[Step]:
     """Stream the steps of one trajectory file, validating each line."""
     path = Path(path)
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise TrajectoryError(f"cannot read trajectory {path}: {exc.strerror}") from None
-    with handle:
-        try:
-            for lineno, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise TrajectoryError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-                yield step_from_dict(record, f"{path}:{lineno}")
-        except UnicodeDecodeError:
-            raise TrajectoryError(f"{path}: not UTF-8 text") from None
+    for lineno, record in iter_json_objects(path, TrajectoryError, "trajectory"):
+        yield step_from_dict(record, f"{path}:{lineno}")
 
 
 def read_trajectory(path: str | os.PathLike[str]) -> list[Step]:

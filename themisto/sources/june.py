@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import SourceError
+from themisto.jsonl import iter_json_objects
 from themisto.outputs import render_outputs
 from themisto.sources import Action, Execute, Restart, SourceTrajectory, one_line
 
@@ -136,7 +137,7 @@ def _load_table(path: Path) -> Any:
             return pd.read_csv(path, dtype=str, keep_default_na=False)
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
-        return pd.DataFrame(_read_jsonl(path))
+        return pd.DataFrame([record for _, record in iter_json_objects(path, SourceError, "JuNE log")])
     except SourceError:
         raise
     except OSError as exc:
@@ -145,19 +146,3 @@ def _load_table(path: Path) -> Any:
         raise SourceError(f"{path}: not a JuNE log (not UTF-8 text)") from None
     except Exception as exc:  # pandas/pyarrow parser errors have no common base class
         raise SourceError(f"{path}: not a readable JuNE log ({type(exc).__name__}: {one_line(exc)})") from None
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SourceError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise SourceError(f"{path}:{lineno}: expected a JSON object per line")
-            records.append(record)
-    return records

@@ -1,0 +1,31 @@
+"""JSON Lines reading shared by trajectories, JuNE logs and lm-eval sample logs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from themisto.exceptions import InputError
+
+
+def iter_json_objects(
+    path: Path, error: type[InputError] = InputError, what: str = "JSON Lines file"
+) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for every non-blank line; any defect raises ``error`` in one line."""
+    try:
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise error(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+                if not isinstance(record, dict):
+                    raise error(f"{path}:{number}: expected a JSON object per line")
+                yield number, record
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
