@@ -64,7 +64,8 @@ def test_size_estimates_name_their_method() -> None:
     frame = pd.DataFrame({"a": range(50), "b": ["x"] * 50})
     assert snapshot.estimate_size(array) == (3200, "nbytes")
     assert snapshot.estimate_size(frame) == (int(frame.memory_usage(index=True, deep=False).sum()), "memory_usage")
-    assert snapshot.estimate_size([1, 2, 3])[1] == "getsizeof"
+    assert snapshot.estimate_size([1, 2, 3])[1] == "getsizeof+items"
+    assert snapshot.estimate_size("text")[1] == "getsizeof"
 
 
 def test_describe_reports_type_shape_len_and_truncation() -> None:

@@ -1,10 +1,12 @@
 """Drive one Jupyter kernel through a sequence of cells and record each as a :class:`Step`.
 
 The notebook's code runs only inside the kernel subprocess, started in the
-chosen working directory with credentials removed from its environment. After
-every cell a silent execution takes the runtime snapshot (see
-:mod:`themisto.snapshot`), so the user's history and execution count are the
-same as in a plain run.
+chosen working directory with credentials removed from its environment. The
+runtime snapshot (see :mod:`themisto.snapshot`) rides on each cell's own
+execute request as a ``user_expression``, evaluated after the cell without a
+second round trip; ipykernel skips user expressions when the cell raises, so
+after an error a silent execution takes it instead. Either way the user's
+history and execution count are the same as in a plain run.
 
 Faults become steps: an exception sets ``error``; a cell past the timeout is
 interrupted and recorded as a ``TimeoutError`` step; a kernel that dies (or
@@ -19,6 +21,7 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -28,7 +31,7 @@ from typing import Any
 
 from themisto import snapshot
 from themisto.outputs import joined_text, render_outputs
-from themisto.exceptions import InputError, KernelError, SourceError
+from themisto.exceptions import InputError, KernelError, SourceError, ThemistoError
 from themisto.sources import Execute, SourceTrajectory, read_sources
 from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
 
@@ -64,6 +67,9 @@ class RecordOptions:
     max_raw_output_chars: int = 1_000_000  # budget for the raw nbformat outputs of one step
     resume: bool = False  # continue an existing trajectory file after its last complete step
     overwrite: bool = False  # replace an existing trajectory file (resume takes precedence)
+    # Resource limits of the kernel process (see themisto.kernel_launcher); None: unlimited.
+    max_memory: int | None = None  # bytes of private writable memory (RLIMIT_DATA)
+    max_cpu_seconds: int | None = None  # CPU seconds from kernel start to its restart (RLIMIT_CPU)
 
 
 def cap_text(text: str, max_chars: int, length: int | None = None) -> tuple[str, bool]:
@@ -201,6 +207,20 @@ def kernel_specs() -> Any:
     return InterpreterKernelSpecs()
 
 
+def limited_kernel_manager(options: RecordOptions) -> Any:
+    """A kernel manager for ``options.kernel_name`` whose kernel (and its restarts) runs under the options' limits."""
+    from jupyter_client import KernelManager
+
+    from themisto.kernel_launcher import launcher_command
+
+    class LimitedKernelManager(KernelManager):
+        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+            command = super().format_kernel_cmd(extra_arguments)
+            return launcher_command(command, options.max_memory, options.max_cpu_seconds)
+
+    return LimitedKernelManager(kernel_name=options.kernel_name, kernel_spec_manager=kernel_specs())
+
+
 def check_kernel(name: str) -> None:
     """Raise :class:`InputError` unless a Jupyter kernel spec called ``name`` is installed."""
     from jupyter_client.kernelspec import NoSuchKernel
@@ -213,9 +233,20 @@ def check_kernel(name: str) -> None:
         raise InputError(f"unknown kernel {name!r} (installed: {known})") from None
 
 
-def state_hash(variables: list[Variable]) -> str:
-    """A hash of the snapshot: equal namespaces (names, types, reprs, sizes) hash equal."""
-    canonical = json.dumps([vars(variable) for variable in variables], sort_keys=True, ensure_ascii=False)
+def variable_json(variable: Variable) -> str:
+    """One variable's canonical JSON, the unit :func:`state_hash` hashes."""
+    return json.dumps(vars(variable), sort_keys=True, ensure_ascii=False)
+
+
+def state_hash(variables: list[Variable], texts: list[str] | None = None) -> str:
+    """A hash of the snapshot: equal namespaces (names, types, reprs, sizes) hash equal.
+
+    ``texts``, the variables' :func:`variable_json` if already known, spares
+    encoding unchanged variables again; the hash is that of the canonical JSON
+    list ``json.dumps([...], sort_keys=True)`` either way.
+    """
+    texts = [variable_json(variable) for variable in variables] if texts is None else texts
+    canonical = "[" + ", ".join(texts) + "]"
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
@@ -254,6 +285,9 @@ class Recorder:
         self._client: Any = None
         self._process: Any = None
         self._restarted = False
+        # the last snapshot received: its kernel-side generation and, by name, each variable and its
+        # variable_json, so unchanged variables are neither sent, parsed nor encoded again
+        self._known: tuple[int, dict[str, tuple[Variable, str]]] = (-1, {})
 
     # lifecycle
 
@@ -265,12 +299,10 @@ class Recorder:
         self.close()
 
     def start(self) -> None:
-        from jupyter_client import KernelManager
-
         if not self.workdir.is_dir():
             raise InputError(f"working directory {self.workdir} does not exist")
         check_kernel(self.options.kernel_name)
-        self._manager = KernelManager(kernel_name=self.options.kernel_name, kernel_spec_manager=kernel_specs())
+        self._manager = limited_kernel_manager(self.options)
         try:
             self._manager.start_kernel(
                 env=kernel_environment(os.environ),
@@ -309,8 +341,12 @@ class Recorder:
         try:
             self._client.wait_for_ready(timeout=KERNEL_START_TIMEOUT)
         except RuntimeError as exc:
-            raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}") from None
+            hint = ""
+            if self.options.max_memory is not None:
+                hint = f" (is the memory limit of {self.options.max_memory} bytes too small?)"
+            raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
         self._process = psutil.Process(self._manager.provisioner.pid)
+        self._known = (-1, {})  # a new kernel process has an empty description cache
         install = self._execute(snapshot.install_code(), silent=True, timeout=KERNEL_START_TIMEOUT)
         if install.reply is None or install.reply["content"]["status"] != "ok":
             raise KernelError(f"kernel {self.options.kernel_name!r} is not a Python kernel the snapshot runs in")
@@ -319,14 +355,22 @@ class Recorder:
 
     def run_cell(self, code: str, cell_id: str, original_output: str | None = None) -> Step:
         """Execute one cell and return it as a step, with the snapshot taken after it."""
-        execution = self._execute(code, silent=False, timeout=self.options.timeout)
+        # the snapshot rides on the cell's own request: evaluated after the cell, outside history
+        execution = self._execute(
+            code, silent=False, timeout=self.options.timeout, user_expressions={"snapshot": self._expression()}
+        )
         restarted, self._restarted = self._restarted, False
         error, outputs = _error_and_outputs(execution, self.options.timeout)
         if execution.died or execution.wedged:
             variables, memory = [], None
             self.restart()
         else:
-            variables, memory = self._snapshot(), self._memory()
+            taken = self._snapshot_result(execution)
+            if taken is None:  # ipykernel skips user_expressions when the cell raised or was interrupted
+                taken = self._snapshot()
+            else:
+                execution.elapsed = max(execution.elapsed - taken[1], 0.0)
+            variables, memory = taken[0], self._memory()
         full_text = render_outputs(outputs)
         collector = execution.collector
         length = len(full_text) + collector.dropped_chars - collector.dropped_trailing_newlines
@@ -341,7 +385,7 @@ class Recorder:
             execution_time=round(execution.elapsed, 6),
             memory_bytes=memory,
             runtime=variables,
-            state_hash=state_hash(variables),
+            state_hash=state_hash(variables, self._variable_texts(variables)),
             restarted=restarted,
             outputs=outputs,
             original_output=None if original_output is None else snapshot.clean_text(original_output),
@@ -359,18 +403,50 @@ class Recorder:
             self.restart()  # as in the original run, the next step is marked restarted
         self.next_step += 1
 
-    def _snapshot(self) -> list[Variable]:
-        expression = snapshot.snapshot_expression(self.options.max_repr_chars, self.options.repr_timeout)
-        execution = self._execute("", silent=True, user_expressions={"snapshot": expression}, timeout=self.options.timeout)
+    def _expression(self) -> str:
+        return snapshot.snapshot_expression(self.options.max_repr_chars, self.options.repr_timeout, self._known[0])
+
+    def _snapshot(self) -> tuple[list[Variable], float]:
+        """Take the snapshot in a silent execution of its own (after a cell that raised)."""
+        execution = self._execute(
+            "", silent=True, timeout=self.options.timeout, user_expressions={"snapshot": self._expression()}
+        )
         if execution.died or execution.wedged:
             self.restart()
-            return []
-        result = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("snapshot", {})
+            return [], 0.0
+        return self._snapshot_result(execution) or ([], 0.0)
+
+    def _snapshot_result(self, execution: Execution) -> tuple[list[Variable], float] | None:
+        """The variables and kernel-side seconds of the snapshot in ``execution``'s reply; None if not evaluated."""
+        result = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("snapshot")
+        if result is None:
+            return None
         if result.get("status") != "ok":
             # only a cell that tampers with the kernel's modules gets here; the step is still recorded
             log.warning("%s step %d: snapshot failed: %s", self.trajectory_id, self.next_step, result.get("evalue"))
-            return []
-        return [Variable(**record) for record in json.loads(result["data"]["text/plain"])]
+            self._known = (-1, {})
+            return [], 0.0
+        try:
+            payload = json.loads(result["data"]["text/plain"])
+            previous = self._known[1]
+            # a record holding only a name is unchanged since the last snapshot received (see snapshot.take)
+            entries = [previous[r["name"]] if r.keys() == {"name"} else _known_entry(r) for r in payload["variables"]]
+            self._known = (int(payload["generation"]), {entry[0].name: entry for entry in entries})
+            return [entry[0] for entry in entries], float(payload["seconds"])
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            # the notebook's code can replace the kernel-side snapshot function, so its answer is untrusted
+            log.warning("%s step %d: malformed snapshot: %r", self.trajectory_id, self.next_step, exc)
+            self._known = (-1, {})  # the next snapshot comes in full
+            return [], 0.0
+
+    def _variable_texts(self, variables: list[Variable]) -> list[str]:
+        """Each variable's variable_json, taken from the last snapshot where it is that very object."""
+        known = self._known[1]
+        texts = []
+        for variable in variables:
+            entry = known.get(variable.name)
+            texts.append(entry[1] if entry is not None and entry[0] is variable else variable_json(variable))
+        return texts
 
     def _memory(self) -> int | None:
         import psutil
@@ -437,6 +513,12 @@ class Recorder:
         return execution
 
 
+def _known_entry(record: dict[str, Any]) -> tuple[Variable, str]:
+    """A snapshot record as a variable and its variable_json."""
+    variable = Variable(**record)
+    return variable, variable_json(variable)
+
+
 def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:
     """The step's ``error`` and raw outputs; the recorder's own faults are added as error outputs."""
     outputs = execution.collector.outputs
@@ -457,8 +539,21 @@ def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, 
 def _death_message(execution: Execution, timeout: float) -> str:
     if execution.wedged:
         return f"the kernel ignored the interrupt after {timeout:g} s and was restarted"
-    code = "" if execution.exit_code is None else f" (exit code {execution.exit_code})"
-    return f"the kernel died while running this cell{code} and was restarted"
+    return f"the kernel died while running this cell{_exit_status(execution.exit_code)} and was restarted"
+
+
+def _exit_status(code: int | None) -> str:
+    """`` (exit code N)``, or `` (killed by SIGNAME)`` for a process a signal ended (a negative code)."""
+    if code is None:
+        return ""
+    if code >= 0:
+        return f" (exit code {code})"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f" (killed by signal {-code})"
+    # SIGXCPU comes only from RLIMIT_CPU, so say which limit it was
+    return f" (killed by {name}: CPU time limit reached)" if name == "SIGXCPU" else f" (killed by {name})"
 
 
 # --- trajectories ---------------------------------------------------------------------------
@@ -507,27 +602,87 @@ def _check_resumable(path: Path, done: list[Step], executions: list[Execute]) ->
             )
 
 
+def shard_of(trajectory_id: str, count: int) -> int:
+    """The 0-based shard of ``count`` a trajectory belongs to: a stable hash of its id.
+
+    A hash (not the position in a sorted listing) keeps a trajectory in the same
+    shard when other sources are added to the corpus, so a sharded ``--resume``
+    never moves work between machines; shards are balanced only on average.
+    """
+    digest = hashlib.sha256(trajectory_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def select_shard(sources: list[SourceTrajectory], index: int, count: int) -> list[SourceTrajectory]:
+    """The sources of the 0-based shard ``index`` of ``count``, in their given order."""
+    if not (count >= 1 and 0 <= index < count):
+        raise InputError(f"shard {index}/{count}: the index must be 0 to count-1 (shards are 0-based)")
+    return [source for source in sources if shard_of(source.trajectory_id, count) == index]
+
+
 def record_source(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     out_dir: str | os.PathLike[str],
     options: RecordOptions | None = None,
     progress: Callable[[Path, int], None] | None = None,
+    jobs: int = 1,
+    shard: tuple[int, int] | None = None,
+    failed: Callable[[str, Exception], None] | None = None,
 ) -> list[Path]:
     """Record every trajectory of the given notebooks, logs or folders; returns the trajectory files.
 
     All sources are read (and rejected if malformed) before any kernel starts.
-    ``progress(path, new_steps)`` is called after each trajectory.
+    ``jobs`` kernels run at once, each recording whole trajectories (each file
+    is written by one worker only). ``shard=(index, count)`` keeps only the
+    trajectories of the 0-based shard ``index`` of ``count`` (see
+    :func:`shard_of`). ``progress(path, new_steps)`` is called after each
+    trajectory, ``failed(trajectory_id, error)`` after each that failed; a
+    failure does not stop the others, and is raised once all have finished
+    (the error itself if it is the only one).
     """
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     options = options or RecordOptions()
+    if jobs < 1:
+        raise InputError("jobs must be at least 1")
     if options.workdir is not None and not Path(options.workdir).is_dir():
         raise InputError(f"working directory {options.workdir} does not exist")
     check_kernel(options.kernel_name)
-    written = []
-    for source in read_sources(paths):
-        path, new_steps = record_trajectory(source, Path(out_dir), options)
-        if progress is not None:
-            progress(path, new_steps)
-        written.append(path)
-    return written
+    sources = read_sources(paths)
+    if shard is not None:
+        sources = select_shard(sources, *shard)
+    written: dict[str, Path] = {}
+    errors: list[Exception] = []
+    # Threads suffice: each worker mostly waits on its kernel subprocess.
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="themisto-record") as pool:
+        futures = {pool.submit(record_trajectory, source, Path(out_dir), options): source for source in sources}
+        try:
+            for future in as_completed(futures):
+                trajectory_id = futures[future].trajectory_id
+                try:
+                    path, new_steps = future.result()
+                except Exception as exc:
+                    errors.append(exc)
+                    if failed is not None:
+                        failed(trajectory_id, exc)
+                    continue
+                written[trajectory_id] = path
+                if progress is not None:
+                    progress(path, new_steps)
+        except BaseException:  # Ctrl-C: start no further trajectory; running ones finish their steps
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    _raise_failures(errors, len(sources))
+    return [written[source.trajectory_id] for source in sources]
+
+
+def _raise_failures(errors: list[Exception], total: int) -> None:
+    """Re-raise a lone or unexpected failure as itself; several input/kernel failures as one summary."""
+    if not errors:
+        return
+    unexpected = [error for error in errors if not isinstance(error, ThemistoError)]
+    if unexpected or len(errors) == 1:
+        raise (unexpected or errors)[0]
+    raise ThemistoError(f"{len(errors)} of {total} trajectories failed; the first: {errors[0]}")

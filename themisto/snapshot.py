@@ -2,17 +2,24 @@
 
 The recorder sends this module's source text to the kernel, which executes it
 into a private module registered as ``sys.modules["_themisto_snapshot"]``; no
-name is bound in the user namespace. After each cell the recorder evaluates
-:data:`SNAPSHOT_EXPRESSION` as a ``user_expression`` of a *silent* execution,
-so the user's history, execution count, ``_`` and ``Out`` stay untouched.
+name is bound in the user namespace. The recorder evaluates
+:func:`snapshot_expression` as a ``user_expression`` of each cell's own execute
+request (or of a silent one after a cell that raised), so the user's history,
+execution count, ``_`` and ``Out`` stay untouched.
+
+Snapshots cost what changed: :data:`CACHE` keeps each variable's description
+with its object and a cheap change fingerprint, and reuses it while both are
+the same (see the fingerprint notes below for what a fingerprint cannot see).
 
 The module uses only the standard library so it runs in any Python kernel, and
 it is importable in-process so its helpers are unit-tested directly.
 
 What it reports per variable (the fields of ``themisto.trajectory.Variable``):
 the qualified type, a size estimate that never walks the object (``nbytes``,
-pandas ``memory_usage(deep=False)`` or ``sys.getsizeof``, named in
-``size_method``), a ``repr`` cut to ``max_repr_chars`` (``repr_truncated``),
+pandas ``memory_usage(deep=False)``, ``sys.getsizeof`` plus a bounded sample of
+a container's items; named in ``size_method``), a ``repr`` cut to
+``max_repr_chars`` (``repr_truncated``; builtin and ``collections`` containers
+are streamed, so a huge list costs only what is printed),
 and ``shape``/``len`` where the object offers them. Everything that calls user
 code (``__repr__``, ``__len__``, properties) runs under a per-variable time
 limit; a call that raises or overruns yields a placeholder and ``repr_failed``.
@@ -20,6 +27,11 @@ limit; a call that raises or overruns yields a placeholder and ``repr_failed``.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import hashlib
+import io
+import itertools
 import json
 import numbers
 import signal
@@ -27,7 +39,8 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator, Mapping
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 MODULE_NAME = "_themisto_snapshot"
@@ -36,6 +49,10 @@ MODULE_NAME = "_themisto_snapshot"
 # costs at most ``max_repr_chars`` of work instead of a full repr.
 _STREAMED_SEQUENCES: dict[type, tuple[str, str]] = {list: ("[", "]"), tuple: ("(", ")")}
 _STREAMED_SETS: dict[type, tuple[str, str]] = {set: ("{", "}"), frozenset: ("frozenset({", "})")}
+# Builtin containers whose size estimate adds their items' sizes (all of them, or a sample of this many).
+_SIZED_CONTAINERS = frozenset({list, tuple, set, frozenset, dict, collections.deque, collections.defaultdict,
+                               collections.OrderedDict, collections.Counter})
+SIZE_SAMPLE = 100
 
 
 class UserCodeTimeout(BaseException):
@@ -85,7 +102,15 @@ def qualified_type(value: Any) -> str:
 
 
 def estimate_size(value: Any) -> tuple[int | None, str | None]:
-    """A shallow size estimate and the method used; O(1) in the object's size."""
+    """A size estimate and the method used, bounded in work whatever the object's size.
+
+    Methods: ``memory_usage`` (pandas, ``deep=False``), ``nbytes`` (arrays),
+    ``getsizeof+items`` (a builtin or ``collections`` container plus each item's ``getsizeof``, up
+    to :data:`SIZE_SAMPLE` items), ``getsizeof+sample`` (larger containers: the
+    average of a sample of items times ``len``), ``getsizeof`` (anything else).
+    Items are measured one level deep, and an item shared by many slots counts
+    once per slot.
+    """
     module = getattr(type(value), "__module__", "") or ""
     if module.split(".")[0] == "pandas" and callable(getattr(value, "memory_usage", None)):
         usage = value.memory_usage(index=True, deep=False)
@@ -96,9 +121,33 @@ def estimate_size(value: Any) -> tuple[int | None, str | None]:
         if isinstance(nbytes, numbers.Integral) and not isinstance(nbytes, bool):
             return int(nbytes), "nbytes"
     try:
-        return sys.getsizeof(value), "getsizeof"
+        own = sys.getsizeof(value)
     except TypeError:  # an extension type without __sizeof__
         return None, None
+    if type(value) not in _SIZED_CONTAINERS or not value:  # exact types: a subclass may iterate lazily
+        return own, "getsizeof"
+    sizes = _item_sizes(value, SIZE_SAMPLE)
+    if len(sizes) == len(value):
+        return own + sum(sizes), "getsizeof+items"
+    return own + round(sum(sizes) / len(sizes) * len(value)), "getsizeof+sample"
+
+
+def _item_sizes(value: Any, count: int) -> list[int]:
+    """``getsizeof`` of up to ``count`` items (key plus value for a dict), evenly spaced where indexable."""
+    if isinstance(value, dict):
+        return [_getsizeof(key) + _getsizeof(item) for key, item in itertools.islice(value.items(), count)]
+    if type(value) in (list, tuple):
+        sample: Iterable[Any] = value[:: max(1, len(value) // count)][:count]
+    else:
+        sample = itertools.islice(value, count)
+    return [_getsizeof(item) for item in sample]
+
+
+def _getsizeof(item: Any) -> int:
+    try:
+        return sys.getsizeof(item)
+    except TypeError:
+        return 0
 
 
 def cheap_shape(value: Any) -> list[int] | None:
@@ -137,6 +186,17 @@ def _stream_repr(value: Any, budget: int) -> Iterator[str]:
         yield from _stream_items(opener, closer, value, budget, _stream_repr)
     elif kind is dict:
         yield from _stream_items("{", "}", value.items(), budget, _stream_pair)
+    elif kind is collections.deque:
+        closer = "])" if value.maxlen is None else f"], maxlen={value.maxlen})"
+        yield from _stream_items("deque([", closer, value, budget, _stream_repr)
+    elif kind is collections.defaultdict:
+        yield f"defaultdict({value.default_factory!r}, "
+        yield from _stream_items("{", "})", value.items(), budget, _stream_pair)
+    elif kind is collections.OrderedDict and value:
+        if sys.version_info >= (3, 12):
+            yield from _stream_items("OrderedDict({", "})", value.items(), budget, _stream_pair)
+        else:  # older Pythons print the items as a list of pairs
+            yield from _stream_items("OrderedDict([", "])", value.items(), budget, _stream_repr)
     elif kind in (str, bytes, bytearray) and len(value) > budget:
         # repr of a prefix: the quote style may differ from the full repr, the text does not
         yield repr(value[:budget])
@@ -231,11 +291,202 @@ def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any]) -> l
     return sorted(chosen, key=lambda pair: pair[0])
 
 
+# --- change fingerprints ----------------------------------------------------------------------
+#
+# A snapshot reuses a variable's description when the name still holds the very
+# same object (checked with ``is``, through a reference the cache keeps) and the
+# object's fingerprint is unchanged. The fingerprint is cheap, so it sees only
+# part of the object; a mutation it does not see keeps the old description:
+#
+# - list/tuple/dict/set/deque (and defaultdict, OrderedDict, Counter): ``len`` and the identity (plus ``len`` of builtin
+#   containers) of up to FINGERPRINT_ITEMS items, evenly spaced for sequences,
+#   the first ones plus the last for dicts, the first ones for sets. Missed:
+#   rebinding an unsampled slot of a big container, a mutation two levels down,
+#   or one that keeps the nested container's length (``rows[0][1] = 5``).
+# - numpy arrays (anything with ``__array_interface__``): data pointer, shape,
+#   strides, dtype and a hash of the whole buffer up to FULL_HASH_BYTES, beyond
+#   that of ARRAY_SAMPLE evenly spaced elements. Missed: writing only unsampled
+#   elements of a big array.
+# - pandas objects: shape, column labels, index identity, and per column block
+#   the array fingerprint above (numpy-backed) or, for extension arrays, that of
+#   the buffers they hold (an Arrow string column's array is replaced on write).
+# - torch tensors: shape, dtype, data pointer and the tensor's own version
+#   counter, which every in-place operation bumps.
+# - other objects with a ``__dict__``: the attribute names and the identity
+#   (plus ``len`` of builtin containers) of their values. Missed: a mutation
+#   inside an attribute's object (``model.layer.weight += 1``) or state kept
+#   outside ``__dict__`` (slots, C structures, globals a ``__repr__`` reads).
+# - immutable builtins (numbers, str, bytes, None, functions, classes): identity
+#   (exact types only: a subclass instance is fingerprinted by its ``__dict__``).
+# Any other object is described again at every snapshot.
+
+FINGERPRINT_ITEMS = 32
+# Packages whose objects' fingerprints run only library code (see ``fingerprint``), so need no time limit.
+_LIBRARY_FINGERPRINTS = frozenset({"numpy", "pandas", "torch"})
+FULL_HASH_BYTES = 65_536
+ARRAY_SAMPLE = 1024
+# Exact types whose description depends on their identity alone (a subclass may add mutable state).
+_IMMUTABLE = frozenset({int, float, complex, str, bytes, bool, type(None), range, types.FunctionType,
+                        types.BuiltinFunctionType})
+
+
+def _item_key(item: Any) -> tuple[int, int]:
+    """An item's identity, and its length when it is a builtin container (appends one level down show)."""
+    return id(item), len(item) if type(item) in _SIZED_CONTAINERS else -1
+
+
+def _spaced(count: int, total: int) -> range:
+    """Up to ``count`` evenly spaced positions in ``range(total)``."""
+    return range(0, total, max(1, -(-total // count)))
+
+
+def _container_fingerprint(value: Any) -> tuple[Any, ...]:
+    kind = type(value)
+    if kind in (list, tuple):
+        positions = list(_spaced(FINGERPRINT_ITEMS, len(value)))
+        if value and positions[-1] != len(value) - 1:
+            positions.append(len(value) - 1)
+        return len(value), tuple(_item_key(value[position]) for position in positions)
+    if isinstance(value, dict):
+        pairs = list(itertools.islice(value.items(), FINGERPRINT_ITEMS))
+        if len(value) > FINGERPRINT_ITEMS:
+            pairs.append(next(reversed(value.items())))
+        return len(value), tuple((id(key), *_item_key(item)) for key, item in pairs)
+    return len(value), tuple(_item_key(item) for item in itertools.islice(value, FINGERPRINT_ITEMS))
+
+
+def _array_fingerprint(value: Any) -> tuple[Any, ...]:
+    interface = value.__array_interface__
+    if value.nbytes <= FULL_HASH_BYTES:
+        sample = value.tobytes()
+    else:  # ``flat`` slicing copies only the selected elements
+        sample = value.flat[:: max(1, -(-value.size // ARRAY_SAMPLE))].tobytes() + value.flat[-1:].tobytes()
+    digest = hashlib.blake2b(sample, digest_size=16).digest()
+    return interface["data"][0], tuple(interface["shape"]), interface["typestr"], interface.get("strides"), digest
+
+
+def _pandas_fingerprint(value: Any) -> tuple[Any, ...]:
+    labels = getattr(value, "columns", None)
+    columns: tuple[Any, ...] = ()
+    if labels is not None:
+        columns = len(labels), tuple(_label_key(labels[i]) for i in _spaced(FINGERPRINT_ITEMS, len(labels)))
+    blocks = tuple(
+        _array_fingerprint(array) if hasattr(array, "__array_interface__") else _extension_fingerprint(array)
+        for array in value._mgr.arrays  # pandas' column blocks: a private but long-stable attribute
+    )
+    return tuple(value.shape), columns, id(value.index), blocks
+
+
+def _label_key(label: Any) -> Hashable:
+    """A column label as a key: its value if a str, int or tuple of them (MultiIndex), else its identity.
+
+    Only builtin values are compared, so no user ``__eq__``/``__str__`` runs.
+    """
+    if type(label) is tuple:
+        return tuple(_label_key(part) for part in label)
+    return label if type(label) in (str, int, float, bool) else id(label)
+
+
+def _extension_fingerprint(array: Any) -> tuple[Any, ...]:
+    """A pandas extension array: the buffers it holds, which a write replaces (Arrow) or changes (numpy-backed)."""
+    parts = tuple(
+        (name, _array_fingerprint(part) if hasattr(part, "__array_interface__") else id(part))
+        for name, part in sorted(vars(array).items())
+    )
+    return id(array), len(array), parts
+
+
+def _module(kind: type) -> str:
+    """The top-level package a type comes from."""
+    return (getattr(kind, "__module__", "") or "").split(".")[0]
+
+
+def fingerprint(value: Any) -> Hashable | None:
+    """A cheap key that changes when ``value`` is mutated in place (within the limits above); None: no key."""
+    kind = type(value)
+    if kind in _IMMUTABLE or isinstance(value, type):  # a class's repr is its name
+        return ()
+    if kind in _SIZED_CONTAINERS:
+        return _container_fingerprint(value)
+    module = _module(kind)
+    if module == "numpy" and hasattr(value, "__array_interface__"):
+        return _array_fingerprint(value)
+    if module == "pandas" and hasattr(value, "_mgr"):
+        return _pandas_fingerprint(value)
+    if module == "torch" and isinstance(getattr(value, "_version", None), int):
+        return tuple(value.shape), str(value.dtype), value.data_ptr(), value._version
+    attributes = getattr(value, "__dict__", None)
+    if type(attributes) is dict:
+        return _container_fingerprint(attributes)
+    return None
+
+
+def _reference(value: Any) -> Callable[[], Any]:
+    """A weak reference where the type allows one, so the cache never keeps a deleted array alive."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return lambda: value
+
+
+class DescriptionCache:
+    """The previous snapshot's descriptions, reused for variables whose object is unchanged."""
+
+    def __init__(self) -> None:
+        # name -> (reference to the object, fingerprint and settings, description)
+        self._entries: dict[str, tuple[Callable[[], Any], Hashable, dict[str, Any]]] = {}
+        self.described = 0  # descriptions computed (not reused) since the cache was made
+        self.generation = 0  # how many times describe_all has finished
+        self.reused: set[str] = set()  # names whose description the last call took from the one before
+
+    def describe_all(
+        self, variables: list[tuple[str, Any]], max_repr_chars: int, timeout: float
+    ) -> list[dict[str, Any]]:
+        """Describe ``variables``; the cache then holds exactly these names (deleted ones are dropped)."""
+        entries = {}
+        records = []
+        reused = set()
+        for name, value in variables:
+            key = _cache_key(value, max_repr_chars, timeout)
+            cached = self._entries.get(name)
+            if key is not None and cached is not None and cached[0]() is value and cached[1] == key:
+                record = cached[2]
+                reused.add(name)
+            else:
+                record = describe(name, value, max_repr_chars, timeout)
+                self.described += 1
+            if key is not None:
+                entries[name] = (_reference(value), key, record)
+            records.append(record)
+        self._entries, self.reused = entries, reused
+        self.generation += 1
+        return records
+
+
+def _cache_key(value: Any, max_repr_chars: int, timeout: float) -> Hashable | None:
+    """The fingerprint plus the settings a description depends on; None: not cacheable."""
+    kind = type(value)
+    try:
+        if kind in _IMMUTABLE or kind in _SIZED_CONTAINERS or _module(kind) in _LIBRARY_FINGERPRINTS:
+            key = fingerprint(value)  # runs no user code, so it needs no (costly to arm) time limit
+        else:
+            with TimeLimit(timeout):
+                key = fingerprint(value)
+    except (Exception, UserCodeTimeout):
+        return None
+    return None if key is None else (key, max_repr_chars, timeout)
+
+
 def describe_namespace(
-    namespace: Mapping[str, Any], hidden: Mapping[str, Any], max_repr_chars: int, timeout: float
+    namespace: Mapping[str, Any], hidden: Mapping[str, Any], max_repr_chars: int, timeout: float,
+    cache: DescriptionCache | None = None,
 ) -> list[dict[str, Any]]:
-    """Describe every user variable of ``namespace``."""
-    return [describe(name, value, max_repr_chars, timeout) for name, value in user_variables(namespace, hidden)]
+    """Describe every user variable of ``namespace``, reusing ``cache``'s unchanged descriptions."""
+    return (cache or DescriptionCache()).describe_all(user_variables(namespace, hidden), max_repr_chars, timeout)
+
+
+# The kernel's cache: one per kernel process, so a restarted kernel starts empty.
+CACHE = DescriptionCache()
 
 
 class JsonText:
@@ -251,18 +502,35 @@ class JsonText:
         printer.text(self.text)
 
 
-def take(max_repr_chars: int, timeout: float) -> JsonText:
-    """Snapshot the running IPython shell's user namespace as JSON (the kernel-side entry point)."""
+def take(max_repr_chars: int, timeout: float, known: int = -1) -> JsonText:
+    """Snapshot the running IPython shell's user namespace (the kernel-side entry point).
+
+    Returns ``{"generation": g, "variables": [...], "seconds": s}`` as JSON
+    text. ``known`` is the generation of the last snapshot the recorder
+    received; if it is this cache's latest, a variable whose description is
+    unchanged since then is sent as ``{"name": ...}`` alone, so an unchanged
+    namespace costs little to encode, send and parse. ``seconds`` lets the
+    recorder subtract the snapshot from a cell's execution time when it rides
+    on the cell's own execute request. What user code prints while being
+    described is discarded, so it never lands in the cell's output.
+    """
     from IPython import get_ipython
 
+    started = time.perf_counter()
     shell = get_ipython()
-    variables = describe_namespace(shell.user_ns, shell.user_ns_hidden, max_repr_chars, timeout)
-    return JsonText(json.dumps(variables, ensure_ascii=False))
+    delta = known == CACHE.generation
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        records = describe_namespace(shell.user_ns, shell.user_ns_hidden, max_repr_chars, timeout, CACHE)
+    if delta:
+        records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
+    payload = {"generation": CACHE.generation, "variables": records, "seconds": time.perf_counter() - started}
+    return JsonText(json.dumps(payload, ensure_ascii=False))
 
 
-def snapshot_expression(max_repr_chars: int, timeout: float) -> str:
-    """The ``user_expression`` that takes a snapshot once the module is installed."""
-    return f"__import__('sys').modules[{MODULE_NAME!r}].take({int(max_repr_chars)}, {float(timeout)!r})"
+def snapshot_expression(max_repr_chars: int, timeout: float, known: int = -1) -> str:
+    """The ``user_expression`` that takes a snapshot once the module is installed (``known``: see :func:`take`)."""
+    arguments = f"{int(max_repr_chars)}, {float(timeout)!r}, {int(known)}"
+    return f"__import__('sys').modules[{MODULE_NAME!r}].take({arguments})"
 
 
 def install_code() -> str:

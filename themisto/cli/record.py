@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
+
+from themisto.exceptions import InputError
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,11 +62,54 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-raw-output-chars", type=int, default=defaults.max_raw_output_chars, metavar="N",
         help=f"budget for a step's raw nbformat outputs (default {defaults.max_raw_output_chars})",
     )
+    parser.add_argument(
+        "--max-memory", metavar="SIZE",
+        help="limit the kernel's private memory to SIZE (e.g. 512M, 2G; binary units): an allocation past it"
+        " raises MemoryError in the cell, or kills the kernel, which is recorded and restarted (default: no limit)",
+    )
+    parser.add_argument(
+        "--max-cpu-seconds", type=int, metavar="S",
+        help="CPU seconds a kernel may use from its start (a restart starts afresh); past them it is killed,"
+        " recorded as a dead-kernel step and restarted (default: no limit)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, metavar="N",
+        help=(
+            "record N trajectories at once, each in its own kernel and file (default 1); with any N a"
+            " trajectory that fails is reported and the others still finish, then the exit status is 2"
+        ),
+    )
+    parser.add_argument(
+        "--shard", default=None, metavar="I/N",
+        help=(
+            "record only shard I (0-based: 0 to N-1) of N, chosen by a stable hash of each trajectory id, so"
+            " every trajectory falls in exactly one shard whatever the listing order; for a cluster array job"
+            " pass e.g. --shard $SLURM_ARRAY_TASK_ID/N with --array=0-(N-1), or $JOB_COMPLETION_INDEX/N"
+        ),
+    )
     parser.set_defaults(func=run)
 
 
+def parse_size(text: str) -> int:
+    """Bytes in a size such as ``2G``, ``512M``, ``1.5GiB`` or ``1000000`` (K, M, G, T are powers of 1024)."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise InputError(f"--max-memory {text!r} is not a size such as 512M or 2G")
+    size = int(float(match[1]) * _SIZE_UNITS[match[2].upper()])
+    if size < 1:
+        raise InputError("--max-memory must be at least 1 byte")
+    return size
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` as ``(I, N)``; the range of I is checked by the recorder."""
+    index, slash, count = text.partition("/")
+    if not (slash and index.strip().isdigit() and count.strip().isdigit()):
+        raise InputError(f"--shard {text!r} is not I/N with whole numbers, e.g. 0/4")
+    return int(index), int(count)
+
+
 def run(args: argparse.Namespace) -> int:
-    from themisto.exceptions import InputError
     from themisto.recorder import RecordOptions, record_source
 
     for name in ("timeout", "repr_timeout"):
@@ -69,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
     for name in ("max_repr_chars", "max_output_chars", "max_raw_output_chars"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.max_cpu_seconds is not None and args.max_cpu_seconds < 1:
+        raise InputError("--max-cpu-seconds must be at least 1")
+    if args.jobs < 1:
+        raise InputError("--jobs must be at least 1")
+    shard = None if args.shard is None else parse_shard(args.shard)
     options = RecordOptions(
         timeout=args.timeout,
         workdir=args.workdir,
@@ -79,10 +133,18 @@ def run(args: argparse.Namespace) -> int:
         max_raw_output_chars=args.max_raw_output_chars,
         resume=args.resume,
         overwrite=args.overwrite,
+        max_memory=None if args.max_memory is None else parse_size(args.max_memory),
+        max_cpu_seconds=args.max_cpu_seconds,
     )
 
     def report(path: Path, new_steps: int) -> None:
         print(f"{path}: {new_steps} new step(s)", file=sys.stderr)
 
-    record_source(args.sources, args.output, options, progress=report)
+    def report_failure(trajectory_id: str, error: Exception) -> None:
+        print(f"{trajectory_id}: failed: {error}", file=sys.stderr)
+
+    record_source(
+        args.sources, args.output, options, progress=report, jobs=args.jobs,
+        shard=shard, failed=report_failure,
+    )
     return 0

@@ -1,0 +1,211 @@
+"""Snapshots cost what changed: the description cache, bounded size estimates, the piggy-backed snapshot.
+
+Budget: ~10 s (one kernel for the module; the rest runs in-process).
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import json
+import sys
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from themisto import snapshot
+from themisto.recorder import Recorder, RecordOptions
+
+
+class Probe:
+    """A user object whose ``__repr__`` counts its calls."""
+
+    calls = 0
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def __repr__(self) -> str:
+        Probe.calls += 1
+        return f"Probe({self.tag})"
+
+
+def _describe(cache: snapshot.DescriptionCache, **variables: object) -> dict[str, dict]:
+    return {record["name"]: record for record in cache.describe_all(sorted(variables.items()), 200, 1.0)}
+
+
+def test_unchanged_objects_reuse_their_description_and_mutated_ones_are_described_again() -> None:
+    cache = snapshot.DescriptionCache()
+    probe, items = Probe("a"), [1, 2]
+    frame = pd.DataFrame({"a": range(100_000)})
+    array = np.zeros(100_000)
+    Probe.calls = 0
+    first = _describe(cache, probe=probe, items=items, frame=frame, array=array)
+    second = _describe(cache, probe=probe, items=items, frame=frame, array=array)
+    assert Probe.calls == 1 and cache.described == 4
+    assert all(second[name] is first[name] for name in first)
+
+    probe.tag = "b"
+    items.append(3)
+    frame["b"] = 1
+    array[0] = 7.0
+    third = _describe(cache, probe=probe, items=items, frame=frame, array=array)
+    assert Probe.calls == 2 and cache.described == 8
+    assert third["probe"]["repr"] == "Probe(b)" and third["items"]["repr"] == "[1, 2, 3]"
+    assert third["frame"]["shape"] == [100_000, 2] and third["array"]["repr"].startswith("array([7.,")
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda v: v["frame"].loc.__setitem__((0, "a"), -1),  # a value written in place, numpy-backed column
+        lambda v: v["frame"].loc.__setitem__((0, "s"), "changed"),  # an Arrow/object string column
+        lambda v: v["mapping"].__setitem__("k0", "changed"),  # a dict value rebound
+        lambda v: v["nested"][0].append(9),  # a list grown one level down
+        lambda v: v["mapping"].pop("k1"),  # a dict shrunk
+    ],
+)
+def test_in_place_mutations_the_fingerprint_sees(mutate) -> None:
+    values = {
+        "frame": pd.DataFrame({"a": range(10), "s": [f"r{i}" for i in range(10)]}),
+        "mapping": {f"k{i}": i for i in range(5)},
+        "nested": [[1], [2]],
+    }
+    keys = {name: snapshot.fingerprint(value) for name, value in values.items()}
+    assert keys == {name: snapshot.fingerprint(value) for name, value in values.items()}  # stable when unchanged
+    mutate(values)
+    assert keys != {name: snapshot.fingerprint(value) for name, value in values.items()}
+
+
+def test_rebinding_to_an_equal_new_object_and_changed_settings_describe_again() -> None:
+    cache = snapshot.DescriptionCache()
+    _describe(cache, items=[1, 2])
+    _describe(cache, items=[1, 2])
+    assert cache.described == 2
+    cache.describe_all([("items", [1, 2])], 10, 1.0)  # another repr limit
+    assert cache.described == 3
+
+
+def test_the_cache_never_keeps_a_deleted_array_alive() -> None:
+    cache = snapshot.DescriptionCache()
+    array = np.zeros(1000)
+    alive = weakref.ref(array)
+    _describe(cache, array=array)
+    del array
+    gc.collect()
+    assert alive() is None
+
+
+def test_huge_objects_are_estimated_without_walking_them() -> None:
+    items = list(range(1_000_000))
+    size, method = snapshot.estimate_size(items)
+    exact = sys.getsizeof(items) + sum(sys.getsizeof(item) for item in items)
+    assert method == "getsizeof+sample" and abs(size - exact) / exact < 0.05
+    record = snapshot.describe("huge", list(range(10_000_000)), 100, 1.0)
+    assert record["len"] == 10_000_000 and record["repr_truncated"] and len(record["repr"]) == 100
+    assert record["size_method"] == "getsizeof+sample"
+    # 1 GiB of zeros: calloc leaves it untouched, so only what describe() reads gets paged in
+    gigabyte = snapshot.describe("gigabyte", np.zeros(2**27), 100, 1.0)
+    assert (gigabyte["size_bytes"], gigabyte["size_method"], gigabyte["shape"]) == (2**30, "nbytes", [2**27])
+    assert snapshot.fingerprint(np.zeros(2**27)) is not None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        collections.deque([1, (2,)]), collections.deque([1], maxlen=3), collections.deque(),
+        collections.defaultdict(list, {"a": [1]}), collections.defaultdict(None),
+        collections.OrderedDict(a=1, b={"c": 2}), collections.OrderedDict(),
+    ],
+)
+def test_collections_reprs_are_streamed_exactly(value: object) -> None:
+    assert snapshot.bounded_repr(value, 1000) == (repr(value), False)
+
+
+@pytest.mark.parametrize(
+    "kind", [collections.deque, collections.OrderedDict, lambda items: collections.defaultdict(int, items)]
+)
+def test_huge_collections_reprs_are_cut_as_the_full_repr_would_be(kind) -> None:
+    small = kind(zip(range(30), range(30)))
+    huge = kind(zip(range(2_000_000), range(2_000_000)))
+    text, truncated = snapshot.bounded_repr(huge, 60)
+    assert truncated and text == repr(small)[:60]
+
+
+def test_small_containers_count_every_item() -> None:
+    mapping = {"a": "x" * 100}
+    size, method = snapshot.estimate_size(mapping)
+    assert method == "getsizeof+items"
+    assert size == sys.getsizeof(mapping) + sys.getsizeof("a") + sys.getsizeof("x" * 100)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Recorder:
+    workdir: Path = tmp_path_factory.mktemp("cache")
+    options = RecordOptions(timeout=30, repr_timeout=5)
+    with Recorder(trajectory_id="cache", workdir=workdir, options=options) as recorder:
+        yield recorder
+
+
+def test_a_kernel_describes_only_what_changed(kernel: Recorder) -> None:
+    kernel.run_cell(
+        "import pandas as pd\n"
+        "class Probe:\n"
+        "    calls = 0\n"
+        "    def __repr__(self):\n"
+        "        Probe.calls += 1\n"
+        "        return f'Probe({Probe.calls})'\n"
+        "probe = Probe()\nrows = [1, 2]\nframe = pd.DataFrame({'a': [1, 2]})",
+        "setup",
+    )
+    for index in range(3):
+        kernel.run_cell(f"unrelated = {index}", f"other{index}")
+    step = kernel.run_cell("rows.append(3)\nframe['b'] = frame['a'] * 2\nprint(Probe.calls)", "mutate")
+    runtime = {variable.name: variable for variable in step.runtime}
+    assert step.output == "1"  # five snapshots so far, one repr of the unchanged probe
+    assert runtime["probe"].repr == "Probe(1)"
+    assert runtime["rows"].repr == "[1, 2, 3]" and runtime["rows"].len == 3
+    assert runtime["frame"].shape == [2, 2] and "b" in runtime["frame"].repr
+
+
+def test_a_cell_that_raises_still_gets_its_snapshot(kernel: Recorder) -> None:
+    step = kernel.run_cell("before_error = 41\n1 / 0", "raises")
+    assert step.error["ename"] == "ZeroDivisionError"
+    assert [v.repr for v in step.runtime if v.name == "before_error"] == ["41"]
+
+
+def test_what_a_repr_prints_stays_out_of_the_cell_and_its_time(kernel: Recorder) -> None:
+    step = kernel.run_cell(
+        "import time\n"
+        "class Loud:\n"
+        "    def __repr__(self):\n"
+        "        print('LEAKED')\n"
+        "        time.sleep(1.5)\n"
+        "        return 'Loud()'\n"
+        "loud = Loud()\nprint('cell output')",
+        "loud",
+    )
+    assert step.output == "cell output" and [v.repr for v in step.runtime if v.name == "loud"] == ["Loud()"]
+    # the 1.5 s spent describing `loud` is the snapshot's, not the cell's
+    assert step.execution_time < 1.0
+
+
+def _raw_snapshot(kernel: Recorder, known: int) -> dict:
+    expression = snapshot.snapshot_expression(kernel.options.max_repr_chars, kernel.options.repr_timeout, known)
+    execution = kernel._execute("", silent=True, timeout=30, user_expressions={"s": expression})
+    return json.loads(execution.reply["content"]["user_expressions"]["s"]["data"]["text/plain"])
+
+
+def test_an_unchanged_namespace_is_sent_as_names_and_rebuilt_in_full(kernel: Recorder) -> None:
+    kernel.run_cell("kept = list(range(5))", "kept")
+    full = kernel.run_cell("changed = 1", "full").runtime
+    delta = _raw_snapshot(kernel, kernel._known[0])
+    assert all(record.keys() == {"name"} for record in delta["variables"])
+    # a recorder that missed a snapshot (a stale generation) gets every description in full
+    assert all("repr" in record for record in _raw_snapshot(kernel, delta["generation"] - 1)["variables"])
+    step = kernel.run_cell("changed = 2", "again")
+    by_name = {variable.name: variable for variable in step.runtime}
+    assert by_name["changed"].repr == "2" and by_name["kept"] == {v.name: v for v in full}["kept"]
