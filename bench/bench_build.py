@@ -129,8 +129,6 @@ def run(quick: bool = False) -> list[dict]:
 
 
 if __name__ == "__main__":
-    rows = run(quick="--quick" in sys.argv)
-    columns = ["benchmark", "measure", "target", "value", "passed"]
-    print(" | ".join(columns))
-    for row in rows:
-        print(" | ".join(str(row[c]) for c in columns))
+    from run_all import main  # bench/ is on sys.path when a benchmark runs as a script
+
+    sys.exit(main([*sys.argv[1:], Path(__file__).stem]))

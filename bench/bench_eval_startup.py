@@ -6,7 +6,8 @@ process; the figure is the time from process creation to the model's first
 building), after which the process exits. Plain ``lm_eval`` indexes its
 ~14,000 built-in tasks before loading ours; ``themisto eval`` indexes only the
 Themisto folder. Runs are interleaved and the median is reported. The data is
-the bundled build when it exists, else the test fixture dataset.
+the bundled build when it exists, else the test fixture's sessions built by
+the real builder (tests/dataset_fixture.py).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ else:
 
 
 def _data_dir(scratch: Path) -> Path:
-    """The bundled build if built, else the fixture dataset the tests use."""
+    """The bundled build if built, else the fixture dataset the tests use, built into ``scratch``."""
     bundled = REPO / "hf_dataset"
     if (bundled / "README.md").is_file():
         return bundled

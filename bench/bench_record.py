@@ -214,9 +214,6 @@ def run(quick: bool = False) -> list[dict]:
 
 
 if __name__ == "__main__":
-    rows = run(quick="--quick" in sys.argv)
-    keys = ["benchmark", "measure", "target", "value", "passed"]
-    widths = {key: max(len(key), *(len(str(row[key])) for row in rows)) for key in keys}
-    print("  ".join(key.ljust(widths[key]) for key in keys))
-    for row in rows:
-        print("  ".join(str(row[key]).ljust(widths[key]) for key in keys))
+    from run_all import main  # bench/ is on sys.path when a benchmark runs as a script
+
+    sys.exit(main([*sys.argv[1:], Path(__file__).stem]))

@@ -1,159 +1,133 @@
-"""A small dataset folder following the dataset contract, for the lm-eval tests.
+"""A small dataset made by the real builder, for the lm-eval tests and the start-up benchmark.
 
-It is written the way a build is read: Parquet files per config and split,
-plus a README.md card whose YAML ``configs:`` block names them, so
-``datasets.load_dataset(folder, config)`` loads it without a script. The
-examples come from two hand-written notebook sessions chosen so that each
-baseline has something to score: cells without output (empty targets),
-re-run cells (next cell equals the last one), cells ending in a variable name
-(the runtime repr is the output). Prompts follow the shape of the real ones
-(history, runtime block, question), rendered here to stay independent of the
-builder's internals.
+Hand-written notebook sessions are written as trajectory JSONL files the way
+the recorder writes them (each step carries the user variables after the cell,
+described by the kernel-side snapshot code, and their state hash), then built
+with :func:`themisto.dataset.build_dataset` into Parquet files plus a dataset
+card. Expected rows are read back from the build's Parquet (:func:`task_rows`),
+never rendered here, so the tests see exactly what the builder wrote.
+
+The cells are chosen so that each baseline has something to score: cells
+without output (empty targets), re-run cells (next cell equals the last one),
+cells that display a variable (the runtime repr is the output). The last
+session is long and regular so that the paper sample (at most 10 examples
+from each outer quartile of target lengths) leaves examples out: ``test`` is
+then a strict subset of ``full``, and a run on the wrong split shows.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
-import datasets
+import pyarrow.parquet as pq
 
-# (code, output, variables after the cell as (name, type, repr)); the runtime
-# before a cell is the variables after the previous one.
-Cell = tuple[str, str, list[tuple[str, str, str]]]
+from themisto import snapshot
+from themisto.dataset import TASK_CONFIGS, TRAJECTORIES, BuildSummary, build_dataset, parquet_path
+from themisto.recorder import RecordOptions, state_hash
+from themisto.tasks import SelectionOptions
+from themisto.trajectory import Step, TrajectoryWriter, Variable
+
+# (code, output, the user variables after the cell); the runtime before a cell
+# is the variables after the previous one.
+Cell = tuple[str, str, dict[str, Any]]
+
+
+def _running_total(additions: int) -> list[Cell]:
+    """A long, regular session: add to a total and display it, ``additions`` times."""
+    cells: list[Cell] = [("total = 0", "", {"total": 0})]
+    total = 0
+    for number in range(1, additions + 1):
+        total += number
+        cells += [(f"total += {number}", "", {"total": total}), ("total", str(total), {"total": total})]
+    return cells
+
 
 SESSIONS: dict[str, list[Cell]] = {
     "nb-arith": [
-        ("import math", "", []),
-        ("x = 41", "", [("x", "int", "41")]),
-        ("x = x + 1", "", [("x", "int", "42")]),
-        ("x", "42", [("x", "int", "42")]),
-        ("x", "42", [("x", "int", "42")]),
-        ("print(math.sqrt(x))", "6.48074069840786\n", [("x", "int", "42")]),
-        ("names = ['a', 'b']", "", [("x", "int", "42"), ("names", "list", "['a', 'b']")]),
-        ("names", "['a', 'b']", [("x", "int", "42"), ("names", "list", "['a', 'b']")]),
-        ("len(names)", "2", [("x", "int", "42"), ("names", "list", "['a', 'b']")]),
-        ("names;", "", [("x", "int", "42"), ("names", "list", "['a', 'b']")]),
+        ("import math", "", {}),
+        ("x = 41", "", {"x": 41}),
+        ("x = x + 1", "", {"x": 42}),
+        ("x", "42", {"x": 42}),
+        ("x", "42", {"x": 42}),
+        ("print(math.sqrt(x))", "6.48074069840786\n", {"x": 42}),
+        ("names = ['a', 'b']", "", {"x": 42, "names": ["a", "b"]}),
+        ("names", "['a', 'b']", {"x": 42, "names": ["a", "b"]}),
+        ("len(names)", "2", {"x": 42, "names": ["a", "b"]}),
+        ("names;", "", {"x": 42, "names": ["a", "b"]}),
     ],
     "nb-text": [
-        ("s = 'hello'", "", [("s", "str", "'hello'")]),
-        ("s", "'hello'", [("s", "str", "'hello'")]),
-        ("s.upper()", "'HELLO'", [("s", "str", "'hello'")]),
-        ("s.upper()", "'HELLO'", [("s", "str", "'hello'")]),
-        ("t = s * 2\nt", "'hellohello'", [("s", "str", "'hello'"), ("t", "str", "'hellohello'")]),
-        ("t", "'hellohello'", [("s", "str", "'hello'"), ("t", "str", "'hellohello'")]),
-        ("for c in 'ab':\n    print(c)", "a\nb\n", [("s", "str", "'hello'"), ("t", "str", "'hellohello'")]),
-        ("s", "'hello'", [("s", "str", "'hello'"), ("t", "str", "'hellohello'")]),
+        ("s = 'hello'", "", {"s": "hello"}),
+        ("s", "'hello'", {"s": "hello"}),
+        ("s.upper()", "'HELLO'", {"s": "hello"}),
+        ("s.upper()", "'HELLO'", {"s": "hello"}),
+        ("t = s * 2\nt", "'hellohello'", {"s": "hello", "t": "hellohello"}),
+        ("t", "'hellohello'", {"s": "hello", "t": "hellohello"}),
+        ("for c in 'ab':\n    print(c)", "a\nb\n", {"s": "hello", "t": "hellohello", "c": "b"}),
+        ("s", "'hello'", {"s": "hello", "t": "hellohello", "c": "b"}),
     ],
+    "nb-sum": _running_total(15),
 }
 
-TASK_CONFIGS = (
-    "output_prediction",
-    "output_prediction_runtime",
-    "next_cell_prediction",
-    "next_cell_prediction_runtime",
-)
-
-_VARIABLE = {
-    "name": datasets.Value("string"),
-    "type": datasets.Value("string"),
-    "size_bytes": datasets.Value("int64"),
-    "repr": datasets.Value("string"),
-    "repr_truncated": datasets.Value("bool"),
-    "shape": datasets.List(datasets.Value("int64")),
-    "len": datasets.Value("int64"),
-}
-FEATURES = datasets.Features(
-    {
-        "example_id": datasets.Value("string"),
-        "trajectory_id": datasets.Value("string"),
-        "step": datasets.Value("int64"),
-        "history": datasets.List({"code": datasets.Value("string"), "output": datasets.Value("string")}),
-        "code": datasets.Value("string"),
-        "runtime": datasets.List(_VARIABLE),
-        "runtime_text": datasets.Value("string"),
-        "prompt": datasets.Value("string"),
-        "target": datasets.Value("string"),
-        "target_is_error": datasets.Value("bool"),
-        "stable": datasets.Value("bool"),
-    }
-)
+# The paper's sample for `test`; quantile 1.0 keeps the longest cells, so every step is an example.
+SELECTION = SelectionOptions(sample="paper", quantile=1.0)
+KERNEL_MEMORY_BYTES = 80 * 2**20  # resident memory of an idle ipykernel, before the user's variables
 
 
-def _variable(name: str, type_name: str, text: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "type": type_name,
-        "size_bytes": 28 + len(text),
-        "repr": text,
-        "repr_truncated": False,
-        "shape": None,
-        "len": None,
-    }
-
-
-def _prompt(history: list[dict[str, str]], runtime_text: str, question: str) -> str:
-    cells = "".join(
-        f"Cell {number}:\n```python\n{cell['code']}\n```\nOutput:\n{cell['output'] or '(no output)'}\n\n"
-        for number, cell in enumerate(history, 1)
-    )
-    return f"Previous code cells and their outputs:\n\n{cells}{runtime_text}{question}"
-
-
-def _runtime_text(runtime: list[dict[str, Any]]) -> str:
-    lines = "".join(f"- {var['name']}: {var['type']}\n    {var['repr']}\n" for var in runtime) or "(none)\n"
-    return f"Runtime state of the kernel before this cell ({len(runtime)} user variables):\n{lines}\n"
-
-
-def task_rows(config: str) -> list[dict[str, Any]]:
-    """Every example of one config, in session and step order."""
-    next_cell = config.startswith("next_cell")
-    with_runtime = config.endswith("_runtime")
-    rows = []
-    for trajectory_id, cells in SESSIONS.items():
-        for step, (code, output, _) in enumerate(cells):
-            history = [{"code": c, "output": o} for c, o, _ in cells[:step]]
-            state = [_variable(*var) for var in cells[step - 1][2]] if step else []
-            runtime = state if with_runtime else []
-            runtime_text = _runtime_text(state) if with_runtime else ""
-            if next_cell:
-                question = "Predict the code of the next cell that will be executed. Answer with the code only.\n"
-            else:
-                question = f"Predict the output of this code cell. Answer with the output only.\n```python\n{code}\n```\n"
-            rows.append(
-                {
-                    "example_id": f"{trajectory_id}/{step}",
-                    "trajectory_id": trajectory_id,
-                    "step": step,
-                    "history": history,
-                    "code": "" if next_cell else code,
-                    "runtime": runtime,
-                    "runtime_text": runtime_text,
-                    "prompt": _prompt(history, runtime_text, question),
-                    "target": code if next_cell else output,
-                    "target_is_error": False,
-                    "stable": None if step % 3 == 0 else True,
-                }
+def session_steps(trajectory_id: str, cells: list[Cell]) -> list[Step]:
+    """The steps the recorder would write for one session run top to bottom without errors."""
+    options = RecordOptions()
+    cell_ids: dict[str, str] = {}  # the same code is the same notebook cell run again
+    steps = []
+    for number, (code, output, namespace) in enumerate(cells):
+        variables = [
+            Variable(**snapshot.describe(name, value, options.max_repr_chars, options.repr_timeout))
+            for name, value in sorted(namespace.items())  # the snapshot lists variables by name
+        ]
+        steps.append(
+            Step(
+                trajectory_id=trajectory_id,
+                step=number,
+                cell_id=cell_ids.setdefault(code, f"cell-{len(cell_ids)}"),
+                code=code,
+                output=output,
+                error=None,
+                execution_time=0.001 + 0.0001 * len(code),
+                memory_bytes=KERNEL_MEMORY_BYTES + sum(variable.size_bytes or 0 for variable in variables),
+                runtime=variables,
+                state_hash=state_hash(variables),
+                restarted=False,
+                stable=None if number % 3 == 0 else True,
             )
-    return rows
-
-
-def is_test_example(row: dict[str, Any]) -> bool:
-    """The fixture's ``test`` sample: every step but the first of each session."""
-    return row["step"] > 0
+        )
+    return steps
 
 
 def write_dataset(folder: Path) -> Path:
-    """Write the four task configs (splits ``test`` and ``full``) and the card; return ``folder``."""
-    card = ["---", "configs:"]
+    """Record the sessions as trajectory files, build them into ``folder`` and return ``folder``."""
+    with tempfile.TemporaryDirectory(prefix="themisto-fixture-") as scratch:
+        paths = []
+        for trajectory_id, cells in SESSIONS.items():
+            path = Path(scratch) / f"{trajectory_id}.jsonl"
+            with TrajectoryWriter(path) as writer:
+                for step in session_steps(trajectory_id, cells):
+                    writer.write(step)
+            paths.append(path)
+        summary = build_dataset(paths, Path(folder), SELECTION)
+    _check_build(summary)
+    return Path(folder)
+
+
+def _check_build(summary: BuildSummary) -> None:
+    """Fail loudly if the build is not what the tests rely on: every step in ``full``, a smaller ``test``."""
+    steps = sum(len(cells) for cells in SESSIONS.values())
+    assert summary.rows[TRAJECTORIES]["full"] == steps, summary.rows
     for config in TASK_CONFIGS:
-        rows = task_rows(config)
-        card.append(f"- config_name: {config}\n  data_files:")
-        for split, split_rows in (("test", [r for r in rows if is_test_example(r)]), ("full", rows)):
-            path = folder / config / f"{split}.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            datasets.Dataset.from_list(split_rows, features=FEATURES).to_parquet(str(path))
-            card.append(f"  - split: {split}\n    path: {config}/{split}.parquet")
-    card += ["---", "", "# Themisto test fixture", ""]
-    (folder / "README.md").write_text("\n".join(card), encoding="utf-8")
-    return folder
+        assert summary.rows[config]["full"] == steps, f"{config}: the build dropped steps: {summary.rows[config]}"
+        assert 0 < summary.rows[config]["test"] < steps, f"{config}: test is not a sample: {summary.rows[config]}"
+
+
+def task_rows(folder: Path, config: str, split: str = "test") -> list[dict[str, Any]]:
+    """The rows of one config and split of a build, in the order the build wrote them."""
+    return pq.read_table(parquet_path(Path(folder), config, split)).to_pylist()

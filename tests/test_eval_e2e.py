@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from dataset_fixture import TASK_CONFIGS, is_test_example, task_rows, write_dataset
+from dataset_fixture import task_rows, write_dataset
 from themisto.cli import main as themisto_main
+from themisto.dataset import TASK_CONFIGS
 from themisto.evaluation import TASKS
 from themisto.metrics import METRIC_NAMES, score_sample
 
@@ -34,13 +35,13 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_model(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random GPT-2 (2 layers, width 64) and a BPE tokenizer trained on the fixture prompts."""
     import torch
     from tokenizers import ByteLevelBPETokenizer
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    texts = [row["prompt"] + row["target"] for config in TASK_CONFIGS for row in task_rows(config)]
+    texts = [row["prompt"] + row["target"] for config in TASK_CONFIGS for row in task_rows(data_dir, config, "full")]
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(texts, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
     tokenizer = PreTrainedTokenizerFast(
@@ -93,7 +94,7 @@ def test_lm_eval_command_scores_a_tiny_gpt2_on_all_four_tasks(
     assert set(results["results"]) == {"themisto", *TASKS}
     assert results["configs"]["themisto_output"]["generation_kwargs"]["max_gen_toks"] == 16
     for task, config in TASKS.items():
-        expected_ids = [row["example_id"] for row in task_rows(config) if is_test_example(row)][:LIMIT]
+        expected_ids = [row["example_id"] for row in task_rows(data_dir, config)][:LIMIT]
         records = samples[task]
         assert [record["doc"]["example_id"] for record in records] == expected_ids
         for record in records:
@@ -129,7 +130,8 @@ def test_a_trainer_evaluates_the_model_object_it_holds(data_dir: Path, tiny_mode
     assert len(results["samples"]["themisto_next_cell_runtime"]) == 2
     written, samples = read_run(tmp_path)
     assert written["results"]["themisto_next_cell_runtime"] == results["results"]["themisto_next_cell_runtime"]
-    assert [record["doc"]["example_id"] for record in samples["themisto_next_cell_runtime"]] == ["nb-arith/1", "nb-arith/2"]
+    first_two = [row["example_id"] for row in task_rows(data_dir, "next_cell_prediction_runtime")][:2]
+    assert [record["doc"]["example_id"] for record in samples["themisto_next_cell_runtime"]] == first_two
 
 
 def baseline_run(model: str, data_dir: Path, out: Path, *options: str) -> dict[str, list[dict[str, Any]]]:
@@ -149,10 +151,16 @@ def share(rows: list[dict[str, Any]], predicate: Callable[[dict[str, Any]], bool
     return sum(1 for row in rows if predicate(row)) / len(rows)
 
 
+def last_cell(row: dict[str, Any], field: str) -> str:
+    """``field`` of the row's last history cell; "" when the history is empty (a session's first step)."""
+    return row["history"][-1][field] if row["history"] else ""
+
+
 def test_themisto_empty_scores_the_share_of_empty_targets(data_dir: Path, tmp_path: Path) -> None:
     samples = baseline_run("themisto-empty", data_dir, tmp_path)
     for task, config in TASKS.items():
-        rows = [row for row in task_rows(config) if is_test_example(row)]
+        rows = task_rows(data_dir, config)
+        assert len(samples[task]) == len(rows)
         exact = sum(record["exact_match"] for record in samples[task]) / len(samples[task])
         assert exact == pytest.approx(share(rows, lambda row: row["target"] == ""))
 
@@ -160,9 +168,9 @@ def test_themisto_empty_scores_the_share_of_empty_targets(data_dir: Path, tmp_pa
 def test_themisto_repeat_last_scores_the_share_of_repeated_cells(data_dir: Path, tmp_path: Path) -> None:
     samples = baseline_run("themisto-repeat-last", data_dir, tmp_path)
     for task, config in TASKS.items():
-        rows = [row for row in task_rows(config) if is_test_example(row)]
+        rows = task_rows(data_dir, config)
         field = "code" if config.startswith("next_cell") else "output"
-        expected = share(rows, lambda row: row["history"][-1][field] == row["target"])
+        expected = share(rows, lambda row: last_cell(row, field) == row["target"])
         exact = sum(record["exact_match"] for record in samples[task]) / len(samples[task])
         assert exact == pytest.approx(expected)
         assert 0 < expected < 1  # the fixture has repeated and new cells in every task
@@ -175,7 +183,7 @@ def test_themisto_repeat_last_scores_the_share_of_repeated_cells(data_dir: Path,
 
 def test_themisto_repr_echo_helps_only_with_the_runtime_state(data_dir: Path, tmp_path: Path) -> None:
     samples = baseline_run("themisto-repr-echo", data_dir, tmp_path)
-    rows = [row for row in task_rows("output_prediction_runtime") if is_test_example(row)]
+    rows = task_rows(data_dir, "output_prediction_runtime")
     reprs_shown = [
         record["doc"]["example_id"] for record in samples["themisto_output_runtime"] if record["filtered_resps"] != [""]
     ]
