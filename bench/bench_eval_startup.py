@@ -101,6 +101,6 @@ def run(quick: bool = False) -> list[dict]:
 
 
 if __name__ == "__main__":
-    rows = run(quick="--quick" in sys.argv)
-    for row in rows:
-        print(" | ".join(f"{key}: {value}" for key, value in row.items()))
+    from run_all import main  # bench/ is on sys.path when a benchmark runs as a script
+
+    sys.exit(main([*sys.argv[1:], Path(__file__).stem]))

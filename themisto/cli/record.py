@@ -13,6 +13,22 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
+def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> None:
+    """``--timeout``, ``--workdir`` and ``--kernel``: how cells are run, shared by record and stability."""
+    from themisto.recorder import RecordOptions
+
+    defaults = RecordOptions()
+    parser.add_argument(
+        "--timeout", type=float, default=defaults.timeout, metavar="SECONDS",
+        help=f"interrupt a cell after this long and record a timeout step (default {defaults.timeout:g})",
+    )
+    parser.add_argument("--workdir", type=Path, default=None, metavar="DIR", help=workdir_help)
+    parser.add_argument(
+        "--kernel", default=defaults.kernel_name, metavar="NAME",
+        help=f"Jupyter kernel to run the cells in (default {defaults.kernel_name})",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     from themisto.recorder import RecordOptions
 
@@ -28,17 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("sources", nargs="+", metavar="SOURCE", help="notebook, JuNE log, or folder of them")
     parser.add_argument("-o", "--output", required=True, type=Path, metavar="DIR", help="folder for trajectories")
-    parser.add_argument(
-        "--timeout", type=float, default=defaults.timeout, metavar="SECONDS",
-        help=f"interrupt a cell after this long and record a timeout step (default {defaults.timeout:g})",
-    )
-    parser.add_argument(
-        "--workdir", type=Path, default=None, metavar="DIR",
-        help="kernel working directory (default: the folder of each source, so relative data paths work)",
-    )
-    parser.add_argument(
-        "--kernel", default=defaults.kernel_name, metavar="NAME",
-        help=f"Jupyter kernel to run the cells in (default {defaults.kernel_name})",
+    add_kernel_arguments(
+        parser, "kernel working directory (default: the folder of each source, so relative data paths work)"
     )
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``stability`` subcommand."""
+    from themisto.cli.record import add_kernel_arguments
     from themisto.recorder import RecordOptions
     from themisto.stability import CAUSES
 
@@ -38,17 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             " and stability.json here; without it only the table is printed"
         ),
     )
-    parser.add_argument(
-        "--timeout", type=float, default=defaults.timeout, metavar="SECONDS",
-        help=f"interrupt a cell after this long, as the recorder does (default {defaults.timeout:g})",
-    )
-    parser.add_argument(
-        "--workdir", type=Path, default=None, metavar="DIR",
-        help="kernel working directory, e.g. the notebooks' folder for relative data paths (default: current)",
-    )
-    parser.add_argument(
-        "--kernel", default=defaults.kernel_name, metavar="NAME",
-        help=f"Jupyter kernel to run the cells in (default {defaults.kernel_name})",
+    add_kernel_arguments(
+        parser, "kernel working directory, e.g. the notebooks' folder for relative data paths (default: current)"
     )
     parser.add_argument(
         "--max-output-chars", type=int, default=defaults.max_output_chars, metavar="N",
