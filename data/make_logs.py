@@ -41,24 +41,13 @@ import nbformat
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
+from themisto.sources.june import JUNE_COLUMNS
+
+
 HERE = Path(__file__).resolve().parent
 SESSIONS_DIR = HERE / "sessions"
 LOGS_DIR = HERE / "logs"
 
-JUNE_COLUMNS = [
-    "action_id",
-    "time",
-    "session_id",
-    "kernel_id",
-    "notebook_name",
-    "event",
-    "cell_index",
-    "cell_num",
-    "cell_type",
-    "cell_source",
-    "cell_output",
-    "user_id",
-]
 
 # Any single string inside an output (a stream text, an HTML table, a
 # traceback line) longer than this is cut, so one runaway print cannot bloat

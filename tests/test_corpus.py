@@ -24,26 +24,14 @@ from typing import Any
 
 import nbformat
 
+from themisto.sources.june import JUNE_COLUMNS
+
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "data" / "logs"
 GENERATOR = ROOT / "data" / "make_logs.py"
 # The smallest session: regenerating it keeps the byte-for-byte check fast.
 SMALL_SESSION = "s09_linnerud_quick"
 
-JUNE_COLUMNS = [
-    "action_id",
-    "time",
-    "session_id",
-    "kernel_id",
-    "notebook_name",
-    "event",
-    "cell_index",
-    "cell_num",
-    "cell_type",
-    "cell_source",
-    "cell_output",
-    "user_id",
-]
 EVENTS = {
     "execute",
     "finished_execute",
@@ -100,7 +88,7 @@ def test_every_log_has_exactly_the_june_columns() -> None:
     for path in sorted(LOGS.glob("*.csv")):
         with path.open(newline="", encoding="utf-8") as handle:
             header = next(csv.reader(handle))
-        assert header == JUNE_COLUMNS, path.name
+        assert header == list(JUNE_COLUMNS), path.name
 
 
 def test_event_vocabulary_is_junes_and_every_kind_occurs() -> None:
