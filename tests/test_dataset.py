@@ -184,6 +184,25 @@ def test_stable_only_builds_only_reproducible_examples(corpus: list[Path], tmp_p
     assert 0.9 * len(eligible) <= len(rows(tmp_path / "stable", "output_prediction", "full")) <= len(eligible)
 
 
+def test_the_card_states_the_determinism_ceiling_of_the_rows(built: Path) -> None:
+    card = (built / "README.md").read_text(encoding="utf-8")
+    for split in ("test", "full"):
+        flags = [row["stable"] for row in rows(built, "output_prediction", split)]
+        stable, unstable, unknown = flags.count(True), flags.count(False), flags.count(None)
+        assert stable and unstable and unknown  # the synthetic corpus has all three
+        ceiling = stable / len(flags)
+        assert f"| `{split}` | {stable} | {unstable} | {unknown} | {ceiling:.3f} |" in card
+
+
+def test_without_stability_information_the_card_says_the_ceiling_is_unknown(tmp_path: Path) -> None:
+    steps = synthetic_steps("plain", 40)
+    for step in steps:
+        step.stable = None
+    build_dataset([write_steps(tmp_path / "plain.jsonl", steps)], tmp_path / "out", SelectionOptions(sample="all"))
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert "the ceiling is unknown" in card and "| `full` |" not in card.split("## Determinism ceiling")[1].split("##")[0]
+
+
 def test_a_trajectory_growing_during_the_build_is_an_input_error(tmp_path: Path) -> None:
     path = write_steps(tmp_path / "t.jsonl", synthetic_steps("t", 30))
     chosen = select([path], SelectionOptions(sample="all"))

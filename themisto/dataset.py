@@ -432,6 +432,10 @@ to {opts.max_context_chars} characters of code and output, whole cells only
 
 {strata}
 
+## Determinism ceiling
+
+{_ceiling(sel)}
+
 ## Runtime context
 
 The runtime block of this build uses the `{render.runtime_format}` format, at
@@ -492,6 +496,31 @@ This dataset follows the benchmark of Grotov & Titov (2025):
 {license_id}. Trajectories imported from the published Themisto record
 (Zenodo 14861889) remain under that record's license.
 """
+
+
+def _ceiling(sel: Selection) -> str:
+    """The share of output-prediction examples whose target a perfect predictor could match exactly."""
+    chosen = sel.tasks["output_prediction"]
+    if not any(stable + unstable for stable, unstable, _ in chosen.stability.values()):
+        return (
+            "No step of these trajectories carries stability information, so the ceiling is unknown: "
+            "run `themisto stability TRAJECTORIES --runs K -o DIR` and build from DIR."
+        )
+    rows = "\n".join(
+        f"| `{split}` | {stable} | {unstable} | {unknown} | {stable / max(stable + unstable + unknown, 1):.3f} |"
+        for split, (stable, unstable, unknown) in chosen.stability.items()
+    )
+    return f"""An output that differs between re-executions of the same trajectory
+(unseeded randomness, timings, memory addresses, process ids, set order) cannot
+be predicted exactly. `themisto stability` re-executed every trajectory and
+marked each step `stable` when its output was identical in every run and in the
+recording. The share of stable targets is the exact-match ceiling of output
+prediction (unknown counts as not stable); next-cell targets are code, always
+reproducible.
+
+| split | stable | unstable | unknown | ceiling |
+| --- | ---: | ---: | ---: | ---: |
+{rows}"""
 
 
 def _showcase(row: dict[str, Any] | None) -> str:

@@ -51,7 +51,8 @@ same however long its session is.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,6 +138,8 @@ class TaskSelection:
     full: list[str]
     test: list[str]
     strata: tuple[int, int, int] | None  # sizes of Q1, Q2+Q3, Q4 among eligible examples (paper sample)
+    # per split: how many examples have a stable / unstable / unknown output (``themisto stability``)
+    stability: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -193,16 +196,28 @@ def select(paths: Sequence[Path], options: SelectionOptions) -> Selection:
         max_code_chars=max_code,
         max_output_chars=max_output,
     )
+    stable = {s.example_id: s.stable for s in eligible}
     for task in TASKS:
         full = [s.example_id for s in eligible]
         if options.sample == "all":
-            selection.tasks[task] = TaskSelection(full, list(full), None)
-            continue
-        lengths = {s.example_id: s.target_chars(task) for s in eligible}
-        chosen, strata = stratified_sample(lengths, f"{options.seed}:{task}")
-        # the test split keeps the trajectory order of the full split
-        selection.tasks[task] = TaskSelection(full, [i for i in full if i in chosen], strata)
+            chosen_task = TaskSelection(full, list(full), None)
+        else:
+            lengths = {s.example_id: s.target_chars(task) for s in eligible}
+            chosen, strata = stratified_sample(lengths, f"{options.seed}:{task}")
+            # the test split keeps the trajectory order of the full split
+            chosen_task = TaskSelection(full, [i for i in full if i in chosen], strata)
+        chosen_task.stability = {
+            split: stability_counts(stable[i] for i in ids)
+            for split, ids in (("test", chosen_task.test), ("full", chosen_task.full))
+        }
+        selection.tasks[task] = chosen_task
     return selection
+
+
+def stability_counts(flags: Iterable[bool | None]) -> tuple[int, int, int]:
+    """How many of ``flags`` are True (stable), False (unstable) and None (unknown)."""
+    counts = Counter(flags)
+    return counts[True], counts[False], counts[None]
 
 
 def stratified_sample(
