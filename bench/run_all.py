@@ -21,6 +21,7 @@ def load(path: Path):
     """Import a benchmark script as a module without putting bench/ on sys.path."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
 

@@ -28,13 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"themisto {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"themisto.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"themisto.cli.{name}":
-                raise
-            continue  # a subcommand not built yet
-        module.register(subparsers)
+        importlib.import_module(f"themisto.cli.{name}").register(subparsers)
     return parser
 
 
