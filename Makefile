@@ -35,7 +35,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	$(PY) bench/run_all.py
+	$(PY) bench/run_all.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info runs
