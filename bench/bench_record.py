@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 CELLS = [
     "import numpy as np\nimport pandas as pd",
@@ -76,21 +77,27 @@ def _notebook(folder: Path) -> Path:
     return path
 
 
-def _plain(path: Path) -> float:
-    """Wall time of nbclient executing the notebook, kernel start to shutdown."""
+def _nbclient_execute(notebook: Any, workdir: Path) -> None:
+    """Execute a notebook with plain nbclient in ``workdir``, kernel start to shutdown."""
     import nbclient
-    import nbformat
 
-    notebook = nbformat.read(path, as_version=4)
-    started = time.perf_counter()
     nbclient.NotebookClient(
         notebook,
         kernel_name="python3",
         timeout=600,
         allow_errors=True,
         shutdown_kernel="immediate",  # as the recorder does, so only the per-cell work differs
-        resources={"metadata": {"path": str(path.parent)}},
+        resources={"metadata": {"path": str(workdir)}},
     ).execute()
+
+
+def _plain(path: Path) -> float:
+    """Wall time of nbclient executing the notebook, kernel start to shutdown."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    started = time.perf_counter()
+    _nbclient_execute(notebook, path.parent)
     return time.perf_counter() - started
 
 
@@ -125,17 +132,13 @@ def _segments() -> list[list[str]]:
 
 def _plain_corpus(segments: list[list[str]], workdir: Path) -> float:
     """Wall time of nbclient executing every corpus notebook in turn."""
-    import nbclient
     import nbformat
 
     started = time.perf_counter()
     for cells in segments:
         notebook = nbformat.v4.new_notebook()
         notebook.cells = [nbformat.v4.new_code_cell(code) for code in cells]
-        nbclient.NotebookClient(
-            notebook, kernel_name="python3", timeout=600, allow_errors=True, shutdown_kernel="immediate",
-            resources={"metadata": {"path": str(workdir)}},
-        ).execute()
+        _nbclient_execute(notebook, workdir)
     return time.perf_counter() - started
 
 
@@ -156,6 +159,7 @@ def _recorded_corpus(out_dir: Path, workdir: Path, jobs: int) -> tuple[float, in
 
 
 def _corpus_rows(repetitions: int, folder: Path) -> list[dict]:
+    """The corpus rows: recording overhead against plain nbclient, and --jobs 2 against --jobs 1 throughput."""
     segments = _segments()
     # the sessions write files (e.g. a CSV) into their working directory: keep them out of data/logs
     workdir = folder / "workdir"

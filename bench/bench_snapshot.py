@@ -23,6 +23,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from themisto.recorder import Recorder
 
 # 100 variables: 16 each of numbers, strings, lists, dicts and user objects; 10 arrays, 10 DataFrames.
 HUNDRED_VARIABLES = """
@@ -51,7 +55,7 @@ RESET_CACHE = "__import__('sys').modules['_themisto_snapshot'].CACHE.__init__()"
 CELL = "1 + 1"
 
 
-def _paired_steps(recorder: object, steps: int, reset_cache: bool = False) -> tuple[float, float]:
+def _paired_steps(recorder: Recorder, steps: int, reset_cache: bool = False) -> tuple[float, float]:
     """p50 wall seconds of a plain execution and of a recorded step of CELL, interleaved."""
     plain: list[float] = []
     recorded: list[float] = []

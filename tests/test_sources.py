@@ -49,6 +49,17 @@ def test_old_notebook_without_ids_gets_positional_ids(tmp_path: Path) -> None:
     assert [(a.cell_id, a.code) for a in trajectory.executions] == [("cell-1", "x = 1\nx")]
 
 
+def test_code_cell_without_source_runs_empty_code(tmp_path: Path) -> None:
+    cells = [
+        {"cell_type": "code", "metadata": {}, "source": None, "outputs": [], "execution_count": None},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None},
+    ]
+    path = tmp_path / "sourceless.ipynb"
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 2, "metadata": {}, "cells": cells}))
+    [trajectory] = read_source(path)
+    assert [action.code for action in trajectory.executions] == ["", ""]
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -226,6 +226,7 @@ def test_output_folder_may_be_the_input_folder(tmp_path: Path) -> None:
         (["corrupt.jsonl"], "not valid JSON"),
         (["good.jsonl", "--runs", "0"], "--runs must be at least 1"),
         (["good.jsonl", "--timeout", "0"], "--timeout must be positive"),
+        (["good.jsonl", "--max-output-chars", "0"], "--max-output-chars must be at least 1"),
         (["good.jsonl", "--workdir", "nowhere"], "working directory"),
         (["good.jsonl", "--kernel", "no-such-kernel"], "unknown kernel"),
     ],

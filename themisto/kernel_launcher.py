@@ -67,6 +67,7 @@ def _positive_int(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Parse the limits, set them on this process and become the kernel command."""
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.splitlines()[0])
     parser.add_argument("--max-memory", type=_positive_int, metavar="BYTES", help="RLIMIT_DATA of the kernel")
     parser.add_argument("--max-cpu-seconds", type=_positive_int, metavar="S", help="RLIMIT_CPU of the kernel")

@@ -43,6 +43,8 @@ POLL_INTERVAL = 0.2
 INTERRUPT_GRACE = 5.0
 KERNEL_START_TIMEOUT = 60.0
 TRUNCATION_MARKER = "\n... [output truncated: {length} characters in all]"
+# The ``ename`` of a step whose kernel died or ignored the interrupt; the recorder has restarted it.
+DEAD_KERNEL_ERROR = "DeadKernelError"
 
 # Environment variables whose name contains one of these words (split on "_") are
 # credentials and never reach the kernel: AWS_SECRET_ACCESS_KEY, HF_TOKEN, ...
@@ -233,6 +235,13 @@ def check_kernel(name: str) -> None:
         raise InputError(f"unknown kernel {name!r} (installed: {known})") from None
 
 
+def check_options(options: RecordOptions) -> None:
+    """Raise :class:`InputError` for a missing working directory or kernel, before any kernel starts."""
+    if options.workdir is not None and not Path(options.workdir).is_dir():
+        raise InputError(f"working directory {options.workdir} does not exist")
+    check_kernel(options.kernel_name)
+
+
 def variable_json(variable: Variable) -> str:
     """One variable's canonical JSON, the unit :func:`state_hash` hashes."""
     return json.dumps(vars(variable), sort_keys=True, ensure_ascii=False)
@@ -299,6 +308,7 @@ class Recorder:
         self.close()
 
     def start(self) -> None:
+        """Start the kernel in ``workdir`` with credentials removed and install the snapshot module."""
         if not self.workdir.is_dir():
             raise InputError(f"working directory {self.workdir} does not exist")
         check_kernel(self.options.kernel_name)
@@ -316,6 +326,7 @@ class Recorder:
         self._connect()
 
     def close(self) -> None:
+        """Shut the kernel down at once."""
         if self._client is not None:
             self._client.stop_channels()
             self._client = None
@@ -523,7 +534,7 @@ def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, 
     """The step's ``error`` and raw outputs; the recorder's own faults are added as error outputs."""
     outputs = execution.collector.outputs
     if execution.died or execution.wedged:
-        error = {"ename": "DeadKernelError", "evalue": _death_message(execution, timeout)}
+        error = {"ename": DEAD_KERNEL_ERROR, "evalue": _death_message(execution, timeout)}
     elif execution.timed_out:
         error = {"ename": "TimeoutError", "evalue": f"cell did not finish within {timeout:g} s"}
         # the KeyboardInterrupt our interrupt raised is the recorder's doing, not the cell's
@@ -647,9 +658,7 @@ def record_source(
     options = options or RecordOptions()
     if jobs < 1:
         raise InputError("jobs must be at least 1")
-    if options.workdir is not None and not Path(options.workdir).is_dir():
-        raise InputError(f"working directory {options.workdir} does not exist")
-    check_kernel(options.kernel_name)
+    check_options(options)
     sources = read_sources(paths)
     if shard is not None:
         sources = select_shard(sources, *shard)

@@ -31,12 +31,10 @@ from typing import Any
 
 from themisto.exceptions import InputError
 from themisto.metrics import normalize_output
-from themisto.recorder import Recorder, RecordOptions, check_kernel
+from themisto.recorder import DEAD_KERNEL_ERROR, Recorder, RecordOptions, check_options
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory, trajectory_files
 
 SUMMARY_FILE = "stability.json"
-# The recorder's error name for a step that killed the kernel; it has restarted the kernel itself.
-DEAD_KERNEL = "DeadKernelError"
 EXCERPT_CHARS = 60  # characters of each side shown around a first divergence, a quarter of them before it
 
 # --- causes of instability -----------------------------------------------------------------
@@ -158,7 +156,7 @@ def replay_outputs(steps: Sequence[Step], options: RecordOptions) -> list[str]:
                 recorder.restart()
             rerun = recorder.run_cell(step.code, step.cell_id)
             outputs.append(rerun.output)
-            fresh = rerun.error is not None and rerun.error.get("ename") == DEAD_KERNEL
+            fresh = rerun.error is not None and rerun.error.get("ename") == DEAD_KERNEL_ERROR
     return outputs
 
 
@@ -279,6 +277,7 @@ class StabilityReport:
 
     @property
     def steps(self) -> int:
+        """Steps over all trajectories."""
         return sum(t.steps for t in self.trajectories)
 
     def ceiling(self, normalised: bool = False) -> float | None:
@@ -287,6 +286,7 @@ class StabilityReport:
         return stable / self.steps if self.steps else None
 
     def causes(self) -> dict[str, int]:
+        """Unstable steps per cause over all trajectories, in :data:`CAUSES` order."""
         total: Counter[str] = Counter()
         for trajectory in self.trajectories:
             total.update(trajectory.causes)
@@ -300,6 +300,7 @@ class StabilityReport:
         return Fidelity(sum(p.steps for p in parts), sum(p.exact for p in parts), sum(p.norm for p in parts))
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as the JSON object of ``stability.json``."""
         overall_fidelity = self.fidelity()
         return {
             "runs": self.runs,
@@ -369,9 +370,7 @@ def check_stability(
     if runs < 1:
         raise InputError(f"--runs must be at least 1, got {runs}")
     options = options or RecordOptions()
-    if options.workdir is not None and not Path(options.workdir).is_dir():
-        raise InputError(f"working directory {options.workdir} does not exist")
-    check_kernel(options.kernel_name)
+    check_options(options)
     files = trajectory_files(paths)
     if not files:
         raise InputError("no trajectory files given")

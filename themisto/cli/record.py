@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from themisto.exceptions import InputError
@@ -30,6 +31,7 @@ def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``record`` subcommand."""
     from themisto.recorder import RecordOptions
 
     defaults = RecordOptions()
@@ -116,19 +118,24 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
+def check_ranges(args: argparse.Namespace, positive: Iterable[str] = (), at_least_one: Iterable[str] = ()) -> None:
+    """Raise :class:`InputError` naming the flag of the first option out of range; unset (None) options pass."""
+    for name in positive:
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            raise InputError(f"--{name.replace('_', '-')} must be positive")
+    for name in at_least_one:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+
+
 def run(args: argparse.Namespace) -> int:
+    """Check the options, then record every source, reporting each trajectory on stderr."""
     from themisto.recorder import RecordOptions, record_source
 
-    for name in ("timeout", "repr_timeout"):
-        if getattr(args, name) <= 0:
-            raise InputError(f"--{name.replace('_', '-')} must be positive")
-    for name in ("max_repr_chars", "max_output_chars", "max_raw_output_chars"):
-        if getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.max_cpu_seconds is not None and args.max_cpu_seconds < 1:
-        raise InputError("--max-cpu-seconds must be at least 1")
-    if args.jobs < 1:
-        raise InputError("--jobs must be at least 1")
+    check_ranges(
+        args, positive=("timeout", "repr_timeout"),
+        at_least_one=("max_repr_chars", "max_output_chars", "max_raw_output_chars", "max_cpu_seconds", "jobs"),
+    )
     shard = None if args.shard is None else parse_shard(args.shard)
     options = RecordOptions(
         timeout=args.timeout,

@@ -54,14 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Re-execute, print the table, and write the annotated trajectories and summary."""
-    from themisto.exceptions import InputError
+    from themisto.cli.record import check_ranges
     from themisto.recorder import RecordOptions
     from themisto.stability import SUMMARY_FILE, check_stability, render_table
 
-    if args.timeout <= 0:
-        raise InputError("--timeout must be positive")
-    if args.max_output_chars < 1:
-        raise InputError("--max-output-chars must be at least 1")
+    check_ranges(args, positive=("timeout",), at_least_one=("max_output_chars",))
     options = RecordOptions(
         timeout=args.timeout, workdir=args.workdir, kernel_name=args.kernel, max_output_chars=args.max_output_chars
     )

@@ -53,6 +53,7 @@ class SourceTrajectory:
 
     @property
     def executions(self) -> list[Execute]:
+        """The executions alone, one per step the trajectory records."""
         return [action for action in self.actions if isinstance(action, Execute)]
 
 

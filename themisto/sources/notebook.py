@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from themisto.exceptions import SourceError
+from themisto.outputs import joined_text
 from themisto.sources import Execute, SourceTrajectory, one_line
 
 
@@ -21,7 +22,7 @@ def read_notebook(path: Path) -> SourceTrajectory:
         with path.open(encoding="utf-8") as handle:
             notebook = nbformat.read(handle, as_version=4)
     except OSError as exc:
-        raise SourceError(f"cannot read notebook {path}: {exc.strerror}") from None
+        raise SourceError(f"cannot read notebook {path}: {one_line(exc.strerror or exc)}") from None
     except UnicodeDecodeError:
         raise SourceError(f"{path}: not a notebook (not UTF-8 text)") from None
     except (json.JSONDecodeError, nbformat.reader.NotJSONError):
@@ -35,8 +36,7 @@ def read_notebook(path: Path) -> SourceTrajectory:
     for index, cell in enumerate(cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        source = cell.get("source", "")
-        code = "".join(source) if isinstance(source, list) else str(source)
+        code = joined_text(cell.get("source"))
         cell_id = cell.get("id") or f"cell-{index}"
         trajectory.actions.append(Execute(cell_id=str(cell_id), code=code))
     return trajectory
