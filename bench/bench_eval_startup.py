@@ -12,7 +12,6 @@ the real builder (tests/dataset_fixture.py).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import statistics
 import subprocess
@@ -49,13 +48,13 @@ def _data_dir(scratch: Path) -> Path:
     bundled = REPO / "hf_dataset"
     if (bundled / "README.md").is_file():
         return bundled
-    spec = importlib.util.spec_from_file_location("dataset_fixture", REPO / "tests" / "dataset_fixture.py")
-    fixture = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fixture)
-    return fixture.write_dataset(scratch / "data")
+    from run_all import load  # bench/ is on sys.path whichever way a benchmark runs
+
+    return load(REPO / "tests" / "dataset_fixture.py").write_dataset(scratch / "data")
 
 
 def _first_request_seconds(tool: str, out: Path, env: dict[str, str]) -> float:
+    """Seconds from process creation to the first model request of ``tool`` (lm_eval or themisto)."""
     if tool == "lm_eval":
         args = ["run", "--include_path", str(REPO / "lm_eval_tasks"), "--tasks", "themisto", "--model", "dummy",
                 "--limit", "1", "--output_path", str(out)]  # fmt: skip
@@ -71,6 +70,7 @@ def _first_request_seconds(tool: str, out: Path, env: dict[str, str]) -> float:
 
 
 def run(quick: bool = False) -> list[dict]:
+    """Median start-up of themisto eval over plain lm_eval, measured interleaved."""
     repetitions = 1 if quick else 3
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)

@@ -12,12 +12,13 @@ import importlib.util
 import sys
 import traceback
 from pathlib import Path
+from types import ModuleType
 
 BENCH_DIR = Path(__file__).resolve().parent
 COLUMNS = ["benchmark", "measure", "target", "value", "passed"]
 
 
-def load(path: Path):
+def load(path: Path) -> ModuleType:
     """Import a benchmark script as a module without putting bench/ on sys.path."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
@@ -27,6 +28,7 @@ def load(path: Path):
 
 
 def markdown_table(rows: list[dict]) -> str:
+    """The benchmark rows as one Markdown table; ``passed`` None (no target) shows as a dash."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in rows:
         passed = {True: "yes", False: "NO", None: "-"}[row.get("passed")]
@@ -36,6 +38,7 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the selected benchmarks, print their table; exit 1 when one crashed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("names", nargs="*", help="only benchmarks whose file name contains one of these")

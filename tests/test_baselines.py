@@ -23,10 +23,12 @@ UNTIL = {"until": ["\nCell ", "\nPredict the "], "max_gen_toks": 64}
 
 
 def variable(name: str, text: str) -> dict[str, Any]:
+    """A runtime variable struct of the dataset contract with the repr ``text``."""
     return {"name": name, "type": "int", "size_bytes": 28, "repr": text, "repr_truncated": False, "shape": None, "len": None}
 
 
 def doc(code: str = "", history: list[tuple[str, str]] = (), runtime: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    """A task row with the fields the baselines read."""
     return {
         "example_id": "t/1",
         "history": [{"code": c, "output": o} for c, o in history],
@@ -38,6 +40,7 @@ def doc(code: str = "", history: list[tuple[str, str]] = (), runtime: list[dict[
 
 
 def request(task: str, row: dict[str, Any], gen_kwargs: dict[str, Any] = UNTIL) -> Instance:
+    """A generate_until request of ``task`` as lm-eval builds it for ``row``."""
     return Instance(
         request_type="generate_until",
         doc=row,

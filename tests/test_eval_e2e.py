@@ -181,7 +181,9 @@ def test_themisto_repeat_last_scores_the_share_of_repeated_cells(data_dir: Path,
     }
 
 
-def test_themisto_repr_echo_helps_only_with_the_runtime_state(data_dir: Path, tmp_path: Path) -> None:
+def test_themisto_repr_echo_helps_only_with_the_runtime_state(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     samples = baseline_run("themisto-repr-echo", data_dir, tmp_path)
     rows = task_rows(data_dir, "output_prediction_runtime")
     reprs_shown = [
@@ -197,3 +199,14 @@ def test_themisto_repr_echo_helps_only_with_the_runtime_state(data_dir: Path, tm
     runtime = sum(r["exact_match"] for r in samples["themisto_output_runtime"])
     plain = sum(r["exact_match"] for r in samples["themisto_output"])
     assert runtime > plain
+
+    # `themisto report` on these real logs: rows named by task alone (`answer`, every
+    # task's only filter, is left out) and the gain as a paired runtime-vs-none row.
+    capsys.readouterr()
+    assert themisto_main(["report", str(tmp_path), "--resamples", "200"]) == 0
+    report_rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("| themisto-repr-echo |")]  # fmt: skip
+    assert sorted(row[1] for row in report_rows if len(row) == 7) == sorted(TASKS)  # the scores table
+    (gain,) = [row for row in report_rows if row[1:3] == ["themisto_output vs themisto_output_runtime", "exact_match"]]
+    mean_gain = (runtime - plain) / len(samples["themisto_output"])
+    assert float(gain[6].split()[0]) == pytest.approx(mean_gain, abs=5e-4)  # shown with 3 decimals

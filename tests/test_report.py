@@ -58,8 +58,8 @@ def _prediction(rng: random.Random, target: str, hit_rate: float) -> str:
     return target[: len(target) // 2] + " something"
 
 
-def _lm_eval_sample(doc_id: int, doc: dict, prediction: str) -> dict:
-    """One logged sample with the keys lm-eval's evaluator gives it."""
+def _lm_eval_sample(doc_id: int, doc: dict, prediction: str, filter_name: str = "answer") -> dict:
+    """One logged sample with the keys lm-eval's evaluator gives it (Themisto's filter: answer)."""
     metrics = score_sample(prediction, doc["target"])
     sample = {
         "doc_id": doc_id,
@@ -68,7 +68,7 @@ def _lm_eval_sample(doc_id: int, doc: dict, prediction: str) -> dict:
         "arguments": [(doc["prompt"], {"until": ["\n\n"]})],
         "resps": [[prediction]],
         "filtered_resps": [prediction],
-        "filter": "none",
+        "filter": filter_name,
         "metrics": list(metrics),
         "doc_hash": hash_string(json.dumps(doc)),
         "prompt_hash": hash_string(doc["prompt"]),
@@ -137,11 +137,13 @@ def _table(markdown: str, first_header: str) -> list[dict[str, str]]:
 
 
 def _interval_text(interval: Interval, signed: bool = False) -> str:
+    """The report's ``estimate [low, high]`` cell, written out independently."""
     sign = "+" if signed else ""
     return f"{interval.estimate:{sign}.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
 def _p_text(p: float) -> str:
+    """The report's p-value cell, written out independently."""
     return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
 
 
@@ -172,6 +174,7 @@ def report_run(run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _logged(run_dir: Path, model_folder: str, task: str) -> list[dict]:
+    """The sample records lm-eval's tracker wrote for one model and task."""
     (path,) = (run_dir / model_folder).glob(f"samples_{task}_2*.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -232,6 +235,43 @@ def test_runtime_comparison_matches_direct_computation(run_dir: Path, report_run
     assert float(null["sign-flip p"]) > 0.05
 
 
+def test_a_filter_is_named_only_where_a_task_was_logged_under_several(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    samples = _model_samples(7, 12, HIT_RATES_MODEL)
+    rng = random.Random(7)
+    strict = {}
+    for task in ("themisto_output", "themisto_output_runtime"):
+        strict[task] = [
+            _lm_eval_sample(
+                row["doc_id"], row["doc"], _prediction(rng, row["target"], 0.5), "strict"
+            )
+            for row in samples[task]
+        ]
+        samples[task] = samples[task] + strict[task]  # lm-eval logs every filter in one file
+    _write_run(tmp_path, "hf", "pretrained=m", samples)
+    assert main(["report", str(tmp_path), "--resamples", "100"]) == 0
+    markdown = capsys.readouterr().out
+    rows = {r["task"]: r for r in _table(markdown, "model")}
+    assert set(rows) == {
+        "themisto_output [answer]", "themisto_output [strict]",
+        "themisto_output_runtime [answer]", "themisto_output_runtime [strict]",
+        "themisto_next_cell", "themisto_next_cell_runtime",
+    }  # fmt: skip
+    expected = bootstrap_ci(_scores(strict["themisto_output"], "rougeL"), resamples=100)
+    assert rows["themisto_output [strict]"]["n"] == "12"
+    assert rows["themisto_output [strict]"]["rougeL"] == _interval_text(expected)
+    comparison = _table(markdown.split("## Runtime vs no runtime")[1], "model")
+    assert {r["tasks"] for r in comparison} == {
+        "themisto_output [answer] vs themisto_output_runtime [answer]",
+        "themisto_output [strict] vs themisto_output_runtime [strict]",
+        "themisto_next_cell vs themisto_next_cell_runtime",
+    }
+    # Stability is a property of the dataset row: one ceiling row per task, whatever the filters.
+    ceilings = {r["task"]: r for r in _table(markdown, "task")}
+    assert set(ceilings) == set(TASKS) and ceilings["themisto_output"]["examples"] == "12"
+
+
 def test_determinism_ceiling_counts_stable_targets(report_run: dict) -> None:
     rows = {r["task"]: r for r in _table(report_run["stdout"], "task")}
     # 60 examples (the larger run covers the baseline's 40): stable cycles True, True, False, None.
@@ -283,6 +323,8 @@ def test_bad_input_is_one_line_and_exit_2(
 
     samples = _model_samples(5, 6, HIT_RATES_BASELINE)
     _write_run(tmp_path, "hf", "pretrained=m", samples)
+    assert "--resamples must be at least 1" in _error_of([str(tmp_path), "--resamples=0"], capsys)
+    assert "--seed must be 0 or more" in _error_of([str(tmp_path), "--seed=-1"], capsys)
     (path,) = tmp_path.glob("m/samples_themisto_output_2*.jsonl")
     good = path.read_text()
     path.write_text(good + "{not json\n")
@@ -296,6 +338,12 @@ def test_bad_input_is_one_line_and_exit_2(
     duplicate = good.splitlines()[0]
     path.write_text(good + duplicate + "\n")
     assert "duplicate doc.example_id" in _error_of([str(tmp_path)], capsys)
+
+    empty_log = tmp_path / "empty" / "m" / "samples_themisto_output_2026-01-01T00-00-00.000.jsonl"
+    empty_log.parent.mkdir(parents=True)
+    empty_log.touch()
+    empty_run = [str(empty_log.parents[1]), "--plot", str(tmp_path / "p.png")]
+    assert "hold no scored samples" in _error_of(empty_run, capsys)
 
 
 def test_overlapping_run_folders_count_each_log_once(

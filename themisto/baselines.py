@@ -98,6 +98,7 @@ class _Baseline(LM):
         """The prediction for one dataset row."""
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
+        """Each request's answer, cut at its stop sequences."""
         predictions = []
         for request in requests:
             gen_kwargs = request.args[1] if len(request.args) > 1 else {}
@@ -110,6 +111,7 @@ class _Baseline(LM):
     # --apply-chat-template to baselines and models alike.
     @property
     def tokenizer_name(self) -> str:
+        """Names the (plain) chat template in lm-eval's request-cache fingerprint."""
         return self.name
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:

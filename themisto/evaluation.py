@@ -6,7 +6,7 @@ Model trainers call :func:`evaluate` inside a training loop (or hand
     from themisto.evaluation import evaluate
     results = evaluate("hf", {"pretrained": "checkpoints/step-1000"}, limit=50,
                        output_path="runs/step-1000")
-    results["results"]["themisto_output"]["exact_match,none"]
+    results["results"]["themisto_output"]["exact_match,answer"]  # "answer": the tasks' filter
 
 Data location, in order of precedence: the ``data`` argument, the
 ``THEMISTO_DATA`` environment variable (a built dataset folder or a Hub id),
@@ -87,6 +87,7 @@ def _looks_like_hub_id(name: str) -> bool:
 
 
 def _check_split(split: str) -> None:
+    """Reject a split the dataset contract does not define."""
     if split not in SPLITS:
         raise InputError(f"unknown split {split!r} (choose from {', '.join(SPLITS)})")
 

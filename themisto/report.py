@@ -6,7 +6,8 @@ per document and filter: ``doc``, ``filter``, ``metrics`` — the names of the
 per-sample metrics — and each metric's value under its name) next to
 ``results_<timestamp>.json`` (``model_name``, ``config.model``). Sample logs
 are searched recursively, so any folder layout works; the newest run of each
-task in a folder is used.
+task in a folder is used. A row names its lm-eval filter (``task [filter]``)
+only when the model's task was logged under more than one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,11 +55,13 @@ class TaskSamples:
     stable: list[bool | None] = field(default_factory=list)
     has_stable: bool = False
     scores: dict[str, list[float]] = field(default_factory=dict)
+    # Set by load_samples when the model's task was logged under several filters.
+    filter_shown: bool = False
 
     @property
     def label(self) -> str:
-        """The task name, with the filter when it is not lm-eval's default ``none``."""
-        return self.task if self.filter == "none" else f"{self.task} [{self.filter}]"
+        """The task name, with ``[filter]`` when the filter tells this row from another."""
+        return f"{self.task} [{self.filter}]" if self.filter_shown else self.task
 
 
 @dataclass(frozen=True)
@@ -223,7 +227,14 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[TaskSamples], list[str]
     for folder, samples in loaded:
         if len(folders_of_model[samples.model]) > 1:
             samples.model = f"{samples.model} ({folder})"
-    return [samples for _, samples in loaded], notes
+    all_samples = [samples for _, samples in loaded]
+    # Every Themisto task has the one filter `answer`: naming it in each row is
+    # noise. Only a task logged under several filters (a task config with
+    # strict and flexible extraction) needs the name to keep its rows apart.
+    filters = Counter((samples.model, samples.task) for samples in all_samples)
+    for samples in all_samples:
+        samples.filter_shown = filters[samples.model, samples.task] > 1
+    return all_samples, notes
 
 
 def _paired_indices(
@@ -281,12 +292,15 @@ def _compare(
 
 
 def _ceilings(all_samples: list[TaskSamples]) -> list[StabilityCeiling]:
-    """Per task, the stable share of the examples any model was scored on."""
+    """Per task, the stable share of the examples any model was scored on.
+
+    Stability belongs to the dataset row, so the filters of a task share one row.
+    """
     stable_by_task: dict[str, dict[str, bool | None]] = {}
     for samples in all_samples:
         if not samples.has_stable:
             continue
-        seen = stable_by_task.setdefault(samples.label, {})
+        seen = stable_by_task.setdefault(samples.task, {})
         for row, (example_id, stable) in enumerate(zip(samples.example_ids, samples.stable)):
             seen.setdefault(example_id if example_id is not None else f"row {row}", stable)
     ceilings = []
@@ -319,6 +333,9 @@ def build_report(
             summaries.append(
                 MetricSummary(samples.model, samples.label, metric, len(values), interval)
             )
+    if not summaries:  # nothing to tabulate or plot
+        listed = ", ".join(str(d) for d in run_dirs)
+        raise InputError(f"the sample logs under {listed} hold no scored samples")
     by_key = {(s.model, s.task, s.filter): s for s in all_samples}
     comparisons = []
     for samples in all_samples:

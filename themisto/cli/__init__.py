@@ -14,6 +14,7 @@ import sys
 
 from themisto import __version__
 from themisto.exceptions import ThemistoError
+from themisto.sources import one_line
 
 # The order in which subcommands appear in ``themisto --help``.
 SUBCOMMANDS = ["record", "build", "show", "import_zenodo", "eval", "report", "stability"]
@@ -22,6 +23,7 @@ EXIT_BAD_INPUT = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="themisto", description="Record Jupyter trajectories and benchmark models on them."
     )
@@ -33,14 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; a ThemistoError becomes one line on stderr and exit code 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except ThemistoError as exc:
         # One line, whatever a wrapped library put into the message.
-        message = " ".join(str(exc).split())
-        print(f"themisto {args.command}: error: {message}", file=sys.stderr)
+        print(f"themisto {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"themisto {args.command}: interrupted", file=sys.stderr)

@@ -15,10 +15,12 @@ import logging
 import sys
 import time
 
+from themisto.evaluation import DATA_ENV, GROUP, SPLITS
 from themisto.exceptions import InputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``eval`` subcommand."""
     parser = subparsers.add_parser(
         "eval",
         help="evaluate a model or a baseline on the Themisto tasks through lm-evaluation-harness",
@@ -36,18 +38,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--tasks",
-        default="themisto",
-        help="comma-separated task or group names (default: the group themisto, all four tasks)",
+        default=GROUP,
+        help=f"comma-separated task or group names (default: the group {GROUP}, all four tasks)",
     )
     parser.add_argument(
         "--limit", type=_limit, default=None, metavar="N", help="at most N examples per task (a fraction if < 1)"
     )
     parser.add_argument("-o", "--output", required=True, metavar="RUN_DIR", help="folder for results and samples")
     parser.add_argument(
-        "--data", default=None, help="built dataset folder or Hub id (default: $THEMISTO_DATA, else the bundled build)"
+        "--data", default=None, help=f"built dataset folder or Hub id (default: ${DATA_ENV}, else the bundled build)"
     )
     parser.add_argument(
-        "--split", default="test", choices=("test", "full"), help="test: the paper-style sample; full: every eligible example"
+        "--split", default="test", choices=SPLITS, help="test: the paper-style sample; full: every eligible example"
     )
     parser.add_argument(
         "--apply-chat-template",
@@ -75,6 +77,7 @@ def _limit(text: str) -> int | float:
 
 
 def _batch_size(text: str) -> int | str:
+    """``--batch-size``: a positive count, or lm-eval's ``auto`` / ``auto:N``."""
     if text == "auto" or text.startswith("auto:"):
         return text
     if text.isdigit() and int(text) > 0:
@@ -83,6 +86,7 @@ def _batch_size(text: str) -> int | str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Evaluate, write lm-eval's results and samples under ``--output``, print the results table."""
     from lm_eval.utils import make_table, setup_logging
 
     from themisto.evaluation import data_location, evaluate, short_message

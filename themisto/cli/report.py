@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--seed", type=int,
-        help="random seed of the resampling; same seed, same figures (default: 0)",
+        help="random seed (0 or more) of the resampling; same seed, same figures (default: 0)",
     )
     parser.set_defaults(func=run)
 
@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.resamples is not None and args.resamples < 1:
         raise InputError(f"--resamples must be at least 1, got {args.resamples}")
+    if args.seed is not None and args.seed < 0:  # numpy's generators take no negative seed
+        raise InputError(f"--seed must be 0 or more, got {args.seed}")
     options = {"resamples": args.resamples, "seed": args.seed}
     report = build_report(args.run_dirs, **{k: v for k, v in options.items() if v is not None})
     markdown = render_markdown(report)
