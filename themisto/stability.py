@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError
-from themisto.metrics import normalize_output
+from themisto.metrics import MEMORY_ADDRESS, normalize_output
 from themisto.recorder import DEAD_KERNEL_ERROR, Recorder, RecordOptions, check_options
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory, trajectory_files
 
@@ -62,7 +62,6 @@ _PID_CALL = re.compile(r"\bgetpid\s*\(")
 _EXECUTION_COUNT = re.compile(r"\b(?:In|Out)\s*\[|\b_i?\d+\b|\b_i{1,3}\b|\b_ih\b|\b_oh\b|execution_count|%history")
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
 # Durations (1.2 ms, 3 s, 12.5it/s), clock times (12:34:56.7) and Unix timestamps of 2017-2033.
 _TIME = re.compile(
@@ -113,7 +112,7 @@ def instability_causes(outputs: Sequence[str], code: str, code_since_restart: st
         found.add("time")
     if _DATE_CALL.search(code) or _tokens_differ(distinct, _DATE):
         found.add("date")
-    if _tokens_differ(distinct, _ADDRESS):
+    if _tokens_differ(distinct, MEMORY_ADDRESS):
         found.add("memory_address")
     if _ID_CALL.search(code):
         found.add("object_id")
