@@ -29,6 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS_PER_TRAJECTORY = 500
@@ -46,7 +47,7 @@ class Measurement:
     peak_rss: int
 
 
-def _synthetic():
+def _synthetic() -> ModuleType:
     """The tests' synthetic trajectory generator, loaded without putting tests/ on sys.path."""
     spec = importlib.util.spec_from_file_location("themisto_bench_synthetic", ROOT / "tests" / "synthetic.py")
     module = importlib.util.module_from_spec(spec)
@@ -91,6 +92,7 @@ def _median(runs: list[Measurement]) -> Measurement:
 
 
 def run(quick: bool = False) -> list[dict]:
+    """The build's time, peak RSS and linearity rows for the benchmark table."""
     small, large, repetitions = (2_000, 20_000, 1) if quick else (10_000, 100_000, 3)
     sizes = (20, small, large)
     with tempfile.TemporaryDirectory(prefix="themisto-bench-build-") as tmp:

@@ -112,10 +112,22 @@ def test_stable_only_keeps_reproducible_steps(tmp_path: Path) -> None:
         tmp_path / "t.jsonl", [step(0, "a", stable=True), step(1, "b", stable=False), step(2, "c", stable=None)]
     )
     chosen = select([path], SelectionOptions(sample="all", quantile=1.0, stable_only=True))
-    assert chosen.tasks["next_cell_prediction"].full == ["t/0"]
+    # one eligibility rule for both tasks: the step's output reproduced
+    assert chosen.tasks["output_prediction"].full == chosen.tasks["next_cell_prediction"].full == ["t/0"]
     unknown = write_steps(tmp_path / "u.jsonl", [step(0, "a")])
     with pytest.raises(InputError, match="stability"):
         select([unknown], SelectionOptions(stable_only=True))
+
+
+def test_stable_marks_the_target_an_output_as_recorded_and_code_always(tmp_path: Path) -> None:
+    flags = [True, False, None]
+    path = write_steps(tmp_path / "t.jsonl", [step(i, f"x{i}", stable=flag) for i, flag in enumerate(flags)])
+    ids = ["t/0", "t/1", "t/2"]
+    assert [e.stable for e in iter_examples([path], "output_prediction", ids, 1000)] == flags
+    assert [e.stable for e in iter_examples([path], "next_cell_prediction", ids, 1000)] == [True, True, True]
+    chosen = select([path], SelectionOptions(sample="all", quantile=1.0))
+    assert chosen.tasks["output_prediction"].stability == {"test": (1, 1, 1), "full": (1, 1, 1)}
+    assert chosen.tasks["next_cell_prediction"].stability == {"test": (3, 0, 0), "full": (3, 0, 0)}
 
 
 def test_paper_sample_draws_10_180_10_from_rank_quartiles() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from themisto.cli import main
-from themisto.exceptions import SourceError
+from themisto.exceptions import InputError, SourceError
 from themisto.outputs import render_outputs
 from themisto.sources.zenodo import import_zenodo
 from themisto.tasks import SelectionOptions, select
@@ -133,3 +133,29 @@ def test_a_failed_import_keeps_the_previous_complete_file(tmp_path: Path) -> Non
     with pytest.raises(SourceError, match="runtime variables are int"):
         import_zenodo(str(good), tmp_path / "out")
     assert target.read_bytes() == before
+
+
+def test_odd_values_are_read_leniently_or_rejected_in_one_line(tmp_path: Path) -> None:
+    steps = published_steps(2)
+    steps[0]["code"] = ["x = 0\n", "print(x * 2)"]  # nbformat's list-of-lines source
+    steps[0]["runtime_variables"] = [
+        {"name": "a", "size": float("inf"), "shape": ["n", 3], "repr": 0},
+        {"name": "b", "size": "28", "shape": [2, "3"], "len": 2},
+    ]
+    (tmp_path / "nb.json").write_text(json.dumps(steps), encoding="utf-8")
+    (converted,) = import_zenodo(str(tmp_path / "nb.json"), tmp_path / "out")
+    first = read_trajectory(converted)[0]
+    assert first.code == "x = 0\nprint(x * 2)"
+    a, b = first.runtime
+    assert (a.size_bytes, a.shape, a.repr) == (None, None, "0")  # not a number, not all dimensions, a repr of 0
+    assert (b.size_bytes, b.shape, b.len) == (28, [2, 3], 2)
+
+    steps[1]["memory_bytes"] = 2**70  # beyond the dataset's int64 columns: the build could not read it
+    (tmp_path / "big.json").write_text(json.dumps(steps), encoding="utf-8")
+    with pytest.raises(InputError, match="big.json step 1 field 'memory_bytes' does not fit in 64 bits"):
+        import_zenodo(str(tmp_path / "big.json"), tmp_path / "out_big")
+    lines = [json.dumps(step) for step in published_steps(3)]
+    lines[2] = lines[2][:-1]
+    (tmp_path / "cut.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(SourceError, match=r"cut.jsonl:3: not valid JSON"):
+        import_zenodo(str(tmp_path / "cut.jsonl"), tmp_path / "out_cut")

@@ -59,7 +59,7 @@ from themisto.tables import (
     config_splits,
     iter_tables,
 )
-from themisto.tasks import TASKS, Selection, SelectionOptions, select
+from themisto.tasks import TASKS, Selection, SelectionOptions, example_id, select
 
 __all__ = [
     "CONFIG_NAMES",
@@ -91,10 +91,8 @@ CITATION = """@article{grotov2025themisto,
 
 @dataclass
 class ThemistoConfig(datasets.BuilderConfig):
-    """A Themisto config: which task (None for raw trajectories), with or without runtime."""
+    """A Themisto config (its name says the task and runtime variant) and the inputs and options of the build."""
 
-    task: str | None = None
-    with_runtime: bool = False
     trajectories: tuple[str, ...] = ()  # trajectory JSONL files, in build order
     selection: SelectionOptions = field(default_factory=SelectionOptions)
     render: RenderOptions = field(default_factory=RenderOptions)
@@ -103,10 +101,8 @@ class ThemistoConfig(datasets.BuilderConfig):
 def _config(name: str) -> ThemistoConfig:
     if name == TRAJECTORIES:
         return ThemistoConfig(name=name, description="Raw trajectory steps.")
-    task = name.removesuffix(RUNTIME_SUFFIX)
-    runtime = name.endswith(RUNTIME_SUFFIX)
-    what = "with the runtime state before the step" if runtime else "without runtime state"
-    return ThemistoConfig(name=name, task=task, with_runtime=runtime, description=f"{task}, {what}.")
+    what = "with the runtime state before the step" if name.endswith(RUNTIME_SUFFIX) else "without runtime state"
+    return ThemistoConfig(name=name, description=f"{name.removesuffix(RUNTIME_SUFFIX)}, {what}.")
 
 
 class ThemistoBuilder(datasets.GeneratorBasedBuilder):
@@ -135,7 +131,7 @@ class ThemistoBuilder(datasets.GeneratorBasedBuilder):
         for piece in iter_tables(paths, chosen, self.config.selection.max_context_chars, self.config.render):
             if piece.config == self.config.name and piece.split == split:
                 for row in piece.table.to_pylist():
-                    yield f"{row['trajectory_id']}/{row['step']}", row
+                    yield example_id(row["trajectory_id"], row["step"]), row
 
 
 @dataclass
@@ -193,8 +189,8 @@ class _SplitWriter:
 
 
 def build_dataset(
-    trajectories: Sequence[Path],
-    out_dir: Path,
+    trajectories: Sequence[str | Path],
+    out_dir: str | Path,
     selection: SelectionOptions | None = None,
     render: RenderOptions | None = None,
     license_id: str = "apache-2.0",
@@ -366,7 +362,7 @@ def dataset_card(summary: BuildSummary, license_id: str, showcase: dict[str, Any
     )
     errors_rule = "kept (`--include-errors`); `target_is_error` marks them" if opts.include_errors else "dropped"
     stability_rule = (
-        "Only steps whose output was reproducible across re-executions (`stable`) are kept."
+        "Only steps whose output was reproducible across re-executions are kept, for both tasks."
         if opts.stable_only
         else "Stability is not used for selection; `stable` records it when known."
     )
@@ -468,7 +464,9 @@ Task configs:
 - `prompt` (string): the full prompt a model sees
 - `target` (string): the expected output (output prediction) or code (next cell prediction)
 - `target_is_error` (bool): the target step raised an exception
-- `stable` (bool, nullable): the step's output was identical across re-executions; null when unknown
+- `stable` (bool, nullable): the target is reproducible across re-executions. Output prediction: the
+  step's output was identical in every re-execution (null when unknown). Next cell prediction: always
+  true, as the target is code
 
 `trajectories`: `trajectory_id`, `step`, `cell_id`, `code`, `output`, `error`
 (`{{ename, evalue}}` or null), `execution_time` (seconds), `memory_bytes`,

@@ -139,6 +139,7 @@ def fence(text: str, lang: str = "") -> str:
 
 
 def render_history(history: list[HistoryCell]) -> str:
+    """The history part of a prompt: each cell's code and output, oldest first, or a note that there is none."""
     if not history:
         return "Previous code cells and their outputs: none (this is the first cell of the kernel session).\n\n"
     labels = _cell_labels(len(history))

@@ -102,6 +102,7 @@ def config_features(config: str) -> datasets.Features:
 
 
 def config_splits(config: str) -> tuple[str, ...]:
+    """The splits of a config: ``full`` for raw steps, ``test`` and ``full`` for a task."""
     return (TRAJECTORY_SPLIT,) if config == TRAJECTORIES else TASK_SPLITS
 
 
@@ -143,11 +144,12 @@ class _TaskColumns:
         self.runtime: list[list[dict[str, Any]]] = []
         self.memory_before: list[int | None] = []
         self.target_is_error: list[bool] = []
-        self.stable: list[bool | None] = []
         # per task: code, target, runtime_text, prompt without and with runtime
         self.by_task: dict[str, dict[str, list[str]]] = {
             task: {"code": [], "target": [], "runtime_text": [], "plain": [], "with_runtime": []} for task in TASKS
         }
+        # per task, as the target's stability differs: an output may not reproduce, code always does
+        self.stable: dict[str, list[bool | None]] = {task: [] for task in TASKS}
 
     def __len__(self) -> int:
         return len(self.example_ids)
@@ -167,8 +169,8 @@ class _TaskColumns:
         self.runtime.append(runtime_rows)
         self.memory_before.append(examples[0].memory_bytes_before)
         self.target_is_error.append(examples[0].target_is_error)
-        self.stable.append(step.stable)
         for example, pair in zip(examples, pairs, strict=True):
+            self.stable[example.task].append(example.stable)
             columns = self.by_task[example.task]
             columns["code"].append(example.code)
             columns["target"].append(example.target)
@@ -195,7 +197,6 @@ class _TaskColumns:
             ),
             "history_dropped": pa.array(self.history_dropped, pa.int64()),
             "target_is_error": pa.array(self.target_is_error, pa.bool_()),
-            "stable": pa.array(self.stable, pa.bool_()),
         }
         # the configs without runtime carry an empty state, no memory and no runtime block
         without_runtime = {
@@ -210,6 +211,7 @@ class _TaskColumns:
         tables = {}
         for task, columns in self.by_task.items():
             per_task = {name: pa.array(columns[name], pa.string()) for name in ("code", "target")}
+            per_task["stable"] = pa.array(self.stable[task], pa.bool_())
             plain = {**shared, **per_task, **without_runtime, "prompt": pa.array(columns["plain"], pa.string())}
             runtime = {
                 **shared,

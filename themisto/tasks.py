@@ -32,7 +32,7 @@ Selection follows the paper's protocol, each rule an option:
    ``include_errors`` (the target is then the recorded output, which ends with
    the ``EName: evalue`` line).
 3. With ``stable_only``, only steps marked ``stable`` (output identical across
-   re-executions) are eligible.
+   re-executions) are eligible, for either task (one eligibility rule for both).
 4. ``sample="paper"``: 200 examples per task, stratified by target length
    (output length, or code length for next cell): the eligible examples are
    ranked by (target length, example id) and cut into four equal rank
@@ -40,6 +40,10 @@ Selection follows the paper's protocol, each rule an option:
    with ``random.Random`` seeded by the seed and the task name. A stratum with
    fewer examples than asked contributes all it has. ``sample="all"`` keeps
    every eligible example in the test split as well.
+
+An example's ``stable`` says whether its *target* is reproducible: for output
+prediction the step's ``stable`` flag (None when unknown), for next-cell
+prediction always True, as the target is code (:func:`target_stable`).
 
 Building streams: a first pass (:func:`select`) collects only lengths and flags
 per step; a second pass (:func:`iter_contexts`) re-reads one trajectory at a
@@ -96,6 +100,7 @@ class HistoryCell:
 
     @property
     def chars(self) -> int:
+        """What the cell costs of the history budget: its code and output lengths."""
         return len(self.code) + len(self.output)
 
 
@@ -114,7 +119,7 @@ class Example:
     memory_bytes_before: int | None
     target: str
     target_is_error: bool
-    stable: bool | None
+    stable: bool | None  # the target is reproducible across re-executions (target_stable)
 
 
 @dataclass(frozen=True, slots=True)  # one per input step: slots keep selection memory small
@@ -125,7 +130,7 @@ class StepStats:
     code_chars: int
     output_chars: int
     is_error: bool
-    stable: bool | None
+    stable: bool | None  # the step's output, as ``Step.stable``
 
     def target_chars(self, task: str) -> int:
         return self.output_chars if task == "output_prediction" else self.code_chars
@@ -138,7 +143,7 @@ class TaskSelection:
     full: list[str]
     test: list[str]
     strata: tuple[int, int, int] | None  # sizes of Q1, Q2+Q3, Q4 among eligible examples (paper sample)
-    # per split: how many examples have a stable / unstable / unknown output (``themisto stability``)
+    # per split: how many examples have a stable / unstable / unknown target (see target_stable)
     stability: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
@@ -155,7 +160,13 @@ class Selection:
 
 
 def example_id(trajectory_id: str, step: int) -> str:
+    """The id of the examples of one step: ``<trajectory_id>/<step>``, the same in every task config."""
     return f"{trajectory_id}/{step}"
+
+
+def target_stable(task: str, output_stable: bool | None) -> bool | None:
+    """Whether the target of ``task`` reproduces across re-executions: code always does, an output as marked."""
+    return output_stable if task == "output_prediction" else True
 
 
 def scan(paths: Sequence[Path]) -> list[StepStats]:
@@ -196,9 +207,9 @@ def select(paths: Sequence[Path], options: SelectionOptions) -> Selection:
         max_code_chars=max_code,
         max_output_chars=max_output,
     )
-    stable = {s.example_id: s.stable for s in eligible}
+    full = [s.example_id for s in eligible]
+    output_stable = {s.example_id: s.stable for s in eligible}
     for task in TASKS:
-        full = [s.example_id for s in eligible]
         if options.sample == "all":
             chosen_task = TaskSelection(full, list(full), None)
         else:
@@ -207,7 +218,7 @@ def select(paths: Sequence[Path], options: SelectionOptions) -> Selection:
             # the test split keeps the trajectory order of the full split
             chosen_task = TaskSelection(full, [i for i in full if i in chosen], strata)
         chosen_task.stability = {
-            split: stability_counts(stable[i] for i in ids)
+            split: stability_counts(target_stable(task, output_stable[i]) for i in ids)
             for split, ids in (("test", chosen_task.test), ("full", chosen_task.full))
         }
         selection.tasks[task] = chosen_task
@@ -255,6 +266,7 @@ class HistoryWindow:
         self._forgotten = 0  # cells of the session already discarded from _cells
 
     def append(self, cell: HistoryCell) -> None:
+        """Add the session's newest cell, dropping the oldest ones that no longer fit."""
         self._cells.append(cell)
         self._used += cell.chars
         while self._used > self.budget:
@@ -305,7 +317,7 @@ class StepContext:
             memory_bytes_before=before.memory_bytes if before else None,
             target=step.output if task == "output_prediction" else step.code,
             target_is_error=step.error is not None,
-            stable=step.stable,
+            stable=target_stable(task, step.stable),
         )
 
 
@@ -324,7 +336,7 @@ def iter_contexts(paths: Sequence[Path], max_context_chars: int) -> Iterator[Ste
 
 
 def iter_examples(
-    paths: Sequence[Path], task: str, ids: set[str] | list[str], max_context_chars: int
+    paths: Sequence[Path], task: str, ids: Iterable[str], max_context_chars: int
 ) -> Iterator[Example]:
     """The examples of ``task`` whose ids are in ``ids``, in trajectory order."""
     if task not in TASKS:

@@ -34,7 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--include-errors", action="store_true", help="keep steps whose output is an exception (excluded by default)"
     )
     parser.add_argument(
-        "--stable-only", action="store_true", help="keep only steps whose output was reproducible across re-executions"
+        "--stable-only",
+        action="store_true",
+        help="keep only steps whose output was reproducible across re-executions, for both tasks "
+        "(needs the annotations of `themisto stability`)",
     )
     parser.add_argument(
         "--quantile",

@@ -33,6 +33,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import zipfile
@@ -42,7 +43,7 @@ from typing import Any
 
 from themisto.exceptions import SourceError
 from themisto.outputs import joined_text, render_outputs
-from themisto.trajectory import Step, TrajectoryWriter, Variable
+from themisto.trajectory import Step, TrajectoryWriter, step_from_dict
 
 RECORD_ID = "14861889"
 ZENODO_API = "https://zenodo.org/api/records/{record}"
@@ -75,15 +76,12 @@ def _pick(record: dict[str, Any], names: tuple[str, ...]) -> Any:
 
 
 def _check_fields(record: Any, where: str) -> None:
-    found = sorted(record) if isinstance(record, dict) else [type(record).__name__]
-    missing = (
-        [key for key, names in FIELDS.items() if not any(name in record for name in names)]
-        if isinstance(record, dict)
-        else list(FIELDS)
-    )
-    if missing:
-        expected = "; ".join(f"{key} ({'|'.join(names)})" for key, names in FIELDS.items())
-        raise SourceError(f"{where}: not a Themisto step: found fields {', '.join(found)}; expected {expected}")
+    """Raise a one-line :class:`SourceError` naming the fields found and expected unless ``record`` is a step."""
+    if isinstance(record, dict) and all(any(name in record for name in names) for names in FIELDS.values()):
+        return
+    found = ", ".join(sorted(record)) if isinstance(record, dict) else type(record).__name__
+    expected = "; ".join(f"{key} ({'|'.join(names)})" for key, names in FIELDS.items())
+    raise SourceError(f"{where}: not a Themisto step: found fields {found}; expected {expected}")
 
 
 def _output_and_error(raw: Any) -> tuple[str, dict[str, str] | None]:
@@ -104,7 +102,8 @@ def _output_and_error(raw: Any) -> tuple[str, dict[str, str] | None]:
     return render_outputs(raw), error
 
 
-def _variables(raw: Any, where: str) -> list[Variable]:
+def _variables(raw: Any, where: str) -> list[dict[str, Any]]:
+    """Published runtime variables (a list, an object by name, or either as JSON text) as step-schema objects."""
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else []
@@ -121,28 +120,38 @@ def _variables(raw: Any, where: str) -> list[Variable]:
     for var in raw:
         if not isinstance(var, dict) or "name" not in var:
             raise SourceError(f"{where}: a runtime variable has no name")
-        size = _pick(var, ("size_bytes", "size", "memory"))
-        shape = var.get("shape")
         variables.append(
-            Variable(
-                name=str(var["name"]),
-                type=str(_pick(var, ("type", "dtype")) or "unknown"),
-                size_bytes=int(size) if isinstance(size, (int, float)) and not isinstance(size, bool) else None,
-                repr=str(_pick(var, ("repr", "value")) or ""),
-                shape=[int(d) for d in shape] if isinstance(shape, list) else None,
-                len=var.get("len") if isinstance(var.get("len"), int) else None,
-            )
+            {
+                "name": str(var["name"]),
+                "type": str(_pick(var, ("type", "dtype")) or "unknown"),
+                "size_bytes": _number(_pick(var, ("size_bytes", "size", "memory")), int),
+                "repr": joined_text(_pick(var, ("repr", "value"))),
+                "shape": _shape(var.get("shape")),
+                "len": _number(var.get("len"), int),
+            }
         )
     return variables
 
 
-def _number(value: Any, kind: type) -> Any:
-    if value is None or value == "":
+def _shape(raw: Any) -> list[int] | None:
+    """The dimensions of a published shape; None when it is missing or not all numbers."""
+    dims = [_number(d, int) for d in raw] if isinstance(raw, list) else [None]
+    return None if None in dims else dims
+
+
+def _number(value: Any, kind: type[int] | type[float]) -> Any:
+    """``value`` as a finite ``kind``, or None: a field may be missing, text (CSV) or no number at all."""
+    if isinstance(value, bool):
         return None
+    if isinstance(value, int) and kind is int:
+        return value  # as it is: a round trip through float would change integers beyond 2**53
     try:
-        return kind(float(value)) if kind is int else kind(value)
+        number = float(value)
     except (TypeError, ValueError):
         return None
+    if not math.isfinite(number):
+        return None
+    return int(number) if kind is int else number
 
 
 def _flag(value: Any) -> bool:
@@ -153,31 +162,34 @@ def _flag(value: Any) -> bool:
 
 
 def convert_steps(records: list[Any], trajectory_id: str, where: str) -> list[Step]:
-    """Validate published step records and turn them into trajectory steps."""
+    """Validate published step records and turn them into trajectory steps.
+
+    Each step passes the trajectory reader's own validation, so a file the importer writes is one the
+    builder reads (e.g. every integer fits the dataset's int64 columns).
+    """
     steps = []
     for index, record in enumerate(records):
         at = f"{where} step {index}"
         _check_fields(record, at)
         output, error = _output_and_error(_pick(record, FIELDS["output"]))
-        raw_error = record.get("error")
+        raw_error = _pick(record, _OPTIONAL["error"])
         if isinstance(raw_error, dict) and {"ename", "evalue"} <= set(raw_error):
             error = {"ename": str(raw_error["ename"]), "evalue": str(raw_error["evalue"])}
         cell_id = _pick(record, _OPTIONAL["cell_id"])
-        steps.append(
-            Step(
-                trajectory_id=str(_pick(record, _OPTIONAL["trajectory_id"]) or trajectory_id),
-                step=index,
-                cell_id=str(cell_id) if cell_id is not None else str(index),
-                code=str(_pick(record, FIELDS["code"]) or ""),
-                output=output,
-                error=error,
-                execution_time=_number(_pick(record, FIELDS["execution_time"]), float) or 0.0,
-                memory_bytes=_number(_pick(record, FIELDS["memory_bytes"]), int),
-                runtime=_variables(_pick(record, FIELDS["variables"]), at),
-                state_hash=str(_pick(record, FIELDS["hash_index"])),
-                restarted=_flag(_pick(record, _OPTIONAL["restarted"])),
-            )
-        )
+        fields = {
+            "trajectory_id": str(_pick(record, _OPTIONAL["trajectory_id"]) or trajectory_id),
+            "step": index,
+            "cell_id": str(cell_id) if cell_id is not None else str(index),
+            "code": joined_text(_pick(record, FIELDS["code"])),  # nbformat may store a source as a list of lines
+            "output": output,
+            "error": error,
+            "execution_time": _number(_pick(record, FIELDS["execution_time"]), float) or 0.0,
+            "memory_bytes": _number(_pick(record, FIELDS["memory_bytes"]), int),
+            "runtime": _variables(_pick(record, FIELDS["variables"]), at),
+            "state_hash": joined_text(_pick(record, FIELDS["hash_index"])),
+            "restarted": _flag(_pick(record, _OPTIONAL["restarted"])),
+        }
+        steps.append(step_from_dict(fields, at))
     return steps
 
 
@@ -200,6 +212,18 @@ def _parse_json_document(data: Any, stem: str, where: str) -> Iterator[tuple[str
     )
 
 
+def _json_lines(text: str, name: str) -> list[Any]:
+    """The records of JSON Lines text; a bad line is named by its number (the decoder only sees one line)."""
+    records = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SourceError(f"{name}:{number}: not valid JSON ({exc.msg})") from None
+    return records
+
+
 def read_records(name: str, data: bytes) -> Iterator[tuple[str, list[Any]]]:
     """(trajectory name, step records) for every trajectory in one data file's bytes."""
     stem = Path(name).stem
@@ -212,7 +236,7 @@ def read_records(name: str, data: bytes) -> Iterator[tuple[str, list[Any]]]:
             return
         text = data.decode("utf-8")
         if suffix == ".jsonl":
-            yield stem, [json.loads(line) for line in text.splitlines() if line.strip()]
+            yield stem, _json_lines(text, name)
         elif suffix == ".json":
             yield from _parse_json_document(json.loads(text), stem, name)
         elif suffix == ".csv":
@@ -297,7 +321,7 @@ def load_trajectories(source: str) -> list[list[Step]]:
     return trajectories
 
 
-def import_zenodo(source: str, out_dir: Path) -> list[Path]:
+def import_zenodo(source: str, out_dir: str | Path) -> list[Path]:
     """Convert a Themisto source to one trajectory JSONL file per trajectory in ``out_dir``."""
     out_dir = Path(out_dir)
     written = []
