@@ -32,7 +32,7 @@ from typing import Any
 from themisto.exceptions import InputError
 from themisto.metrics import MEMORY_ADDRESS, normalize_output
 from themisto.recorder import DEAD_KERNEL_ERROR, Recorder, RecordOptions, check_options
-from themisto.trajectory import Step, TrajectoryWriter, read_trajectory, trajectory_files
+from themisto.trajectory import Step, read_trajectory, trajectory_files, write_trajectory
 
 SUMMARY_FILE = "stability.json"
 EXCERPT_CHARS = 60  # characters of each side shown around a first divergence, a quarter of them before it
@@ -390,19 +390,9 @@ def check_stability(
         annotated = annotate(steps, reruns)
         report.trajectories.append(summarise(path, annotated))
         if out_dir is not None:
-            write_annotated(Path(out_dir) / path.name, annotated)
+            write_trajectory(Path(out_dir) / path.name, annotated)
             write_json(Path(out_dir) / SUMMARY_FILE, report.to_dict())
     return report
-
-
-def write_annotated(path: Path, steps: Sequence[Step]) -> None:
-    """Write a trajectory to ``path`` through a temporary file, replacing any file there at once."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.unlink(missing_ok=True)  # a leftover of an interrupted run; the writer would append to it
-    with TrajectoryWriter(partial) as writer:
-        for step in steps:
-            writer.write(step)
-    os.replace(partial, path)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -211,6 +211,20 @@ class TrajectoryWriter:
         self.close()
 
 
+def write_trajectory(path: Path, steps: Iterable[Step]) -> None:
+    """Write a whole trajectory through a temporary file, replacing any file at ``path`` at once.
+
+    A reader never sees half a trajectory, and an interrupted write never
+    replaces a complete file.
+    """
+    partial = path.with_name(f".{path.name}.partial")
+    partial.unlink(missing_ok=True)  # a leftover of an interrupted run; the writer would append to it
+    with TrajectoryWriter(partial) as writer:
+        for step in steps:
+            writer.write(step)
+    os.replace(partial, path)
+
+
 def repair_tail(path: Path) -> None:
     """Drop a torn last line (no trailing newline) left by an interrupted run."""
     if not path.exists() or path.stat().st_size == 0:

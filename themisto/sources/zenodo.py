@@ -34,7 +34,6 @@ import csv
 import io
 import json
 import math
-import os
 import re
 import zipfile
 from collections.abc import Iterator
@@ -43,7 +42,7 @@ from typing import Any
 
 from themisto.exceptions import SourceError
 from themisto.outputs import joined_text, render_outputs
-from themisto.trajectory import Step, TrajectoryWriter, step_from_dict
+from themisto.trajectory import Step, step_from_dict, write_trajectory
 
 RECORD_ID = "14861889"
 ZENODO_API = "https://zenodo.org/api/records/{record}"
@@ -332,11 +331,6 @@ def import_zenodo(source: str, out_dir: str | Path) -> list[Path]:
         target = out_dir / f"{safe}.jsonl"
         if target in written:
             raise SourceError(f"{source}: two trajectories are named {steps[0].trajectory_id!r}")
-        partial = target.with_suffix(".jsonl.partial")
-        partial.unlink(missing_ok=True)
-        with TrajectoryWriter(partial) as writer:
-            for step in steps:
-                writer.write(step)
-        os.replace(partial, target)  # a half-converted file never replaces a complete one
+        write_trajectory(target, steps)  # a half-converted file never replaces a complete one
         written.append(target)
     return written
