@@ -61,7 +61,12 @@ def _first_request_seconds(tool: str, out: Path, env: dict[str, str]) -> float:
     else:
         args = ["eval", "--model", "dummy", "--limit", "1", "-o", str(out)]
     done = subprocess.run(
-        [sys.executable, "-c", _DRIVER, tool, *args], cwd=out.parent, env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", _DRIVER, tool, *args],
+        cwd=out.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     for line in done.stdout.splitlines():
         if line.startswith("FIRST_REQUEST "):

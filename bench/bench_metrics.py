@@ -18,7 +18,7 @@ from pathlib import Path
 from rouge_score.rouge_scorer import RougeScorer
 from sacrebleu.metrics import CHRF
 
-from themisto.metrics import chrf, rouge_l
+from themisto.evaluation.metrics import chrf, rouge_l
 
 ROUGE_TARGET = 20.0
 # chrf must be no slower than sacrebleu's per-sentence scoring (issue 5).
@@ -40,16 +40,24 @@ def _code_text(rng: random.Random) -> str:
     """A few lines of notebook-style Python."""
     names = ["df", "model", "X_train", "y", "result", "counts", "fig"]
     templates = [
-        "{a} = {b}.groupby('{c}').mean()", "print({a}.shape)", "{a}.head({n})",
-        "for i in range({n}):\n    {a}[i] = {b}[i] * 2", "import numpy as np",
-        "{a} = pd.read_csv('data/{c}.csv')", "plt.plot({a}, {b})\nplt.show()",
-        "def f({a}):\n    return {a} ** {n}", "{a}.fit({b}, y)",
+        "{a} = {b}.groupby('{c}').mean()",
+        "print({a}.shape)",
+        "{a}.head({n})",
+        "for i in range({n}):\n    {a}[i] = {b}[i] * 2",
+        "import numpy as np",
+        "{a} = pd.read_csv('data/{c}.csv')",
+        "plt.plot({a}, {b})\nplt.show()",
+        "def f({a}):\n    return {a} ** {n}",
+        "{a}.fit({b}, y)",
     ]
     lines = []
     for _ in range(rng.randint(1, 5)):
         template = rng.choice(templates)
-        lines.append(template.format(a=rng.choice(names), b=rng.choice(names),
-                                     c=rng.choice(["age", "city", "price"]), n=rng.randint(1, 99)))
+        lines.append(
+            template.format(
+                a=rng.choice(names), b=rng.choice(names), c=rng.choice(["age", "city", "price"]), n=rng.randint(1, 99)
+            )
+        )
     return "\n".join(lines)
 
 
@@ -148,11 +156,9 @@ def run(quick: bool = False) -> list[dict]:
         },
         {
             "benchmark": "metrics",
-            "measure": f"chrf throughput, ours / sacrebleu sentence_score ({len(pairs)} pairs, "
-            "equal values)",
+            "measure": f"chrf throughput, ours / sacrebleu sentence_score ({len(pairs)} pairs, equal values)",
             "target": f">= {CHRF_TARGET:g}x",
-            "value": f"{chrf_ratio:.2f}x ({chrf_times['ours'] * 1e3:.1f} ms vs "
-            f"{chrf_times['sacrebleu'] * 1e3:.1f} ms)",
+            "value": f"{chrf_ratio:.2f}x ({chrf_times['ours'] * 1e3:.1f} ms vs {chrf_times['sacrebleu'] * 1e3:.1f} ms)",
             "passed": chrf_ratio >= CHRF_TARGET,
         },
     ]

@@ -42,8 +42,7 @@ CELLS = [
     "X = df[iris.feature_names]\ny = df['target']\n"
     "X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=0)\nX_train.shape",
     "from sklearn.linear_model import LogisticRegression\nclf = LogisticRegression(max_iter=500).fit(X_train, y_train)",
-    "from sklearn.metrics import accuracy_score, classification_report\n"
-    "accuracy_score(y_test, clf.predict(X_test))",
+    "from sklearn.metrics import accuracy_score, classification_report\naccuracy_score(y_test, clf.predict(X_test))",
     "print(classification_report(y_test, clf.predict(X_test)))",
     "clf.coef_.round(2)",
     "wine = load_wine(as_frame=True).frame\nwine.shape",
@@ -103,7 +102,8 @@ def _plain(path: Path) -> float:
 
 def _recorded(path: Path, out_dir: Path) -> float:
     """Wall time of ``record_source`` on the notebook, kernel start to shutdown."""
-    from themisto.recorder import RecordOptions, record_source
+    from themisto.recording.kernel import RecordOptions
+    from themisto.recording.record import record_source
 
     started = time.perf_counter()
     record_source(path, out_dir, RecordOptions(timeout=600, overwrite=True))
@@ -116,7 +116,7 @@ CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "logs").glob(
 
 def _segments() -> list[list[str]]:
     """The corpus as notebooks (lists of cells): each kernel session split at its restarts."""
-    from themisto.sources import Execute, read_sources
+    from themisto.recording.sources import Execute, read_sources
 
     segments = []
     for source in read_sources(CORPUS):
@@ -144,7 +144,8 @@ def _plain_corpus(segments: list[list[str]], workdir: Path) -> float:
 
 def _recorded_corpus(out_dir: Path, workdir: Path, jobs: int) -> tuple[float, int]:
     """Wall time of recording the corpus with ``jobs`` kernels at once, and the steps recorded."""
-    from themisto.recorder import RecordOptions, record_source
+    from themisto.recording.kernel import RecordOptions
+    from themisto.recording.record import record_source
 
     steps = 0
 

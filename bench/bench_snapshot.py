@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from themisto.recorder import Recorder
+    from themisto.recording.kernel import Recorder
 
 # 100 variables: 16 each of numbers, strings, lists, dicts and user objects; 10 arrays, 10 DataFrames.
 HUNDRED_VARIABLES = """
@@ -84,7 +84,7 @@ def _row(measure: str, target_ms: float | None, plain: float, recorded: float) -
 
 def _describe_cold(value: object) -> float:
     """Seconds to describe ``value`` from scratch (size, shape, len, bounded repr)."""
-    from themisto import snapshot
+    from themisto.recording import snapshot
 
     started = time.perf_counter()
     snapshot.describe("value", value, 500, 10.0)
@@ -92,7 +92,7 @@ def _describe_cold(value: object) -> float:
 
 
 def _kernel_rows(steps: int, workdir: Path) -> list[dict]:
-    from themisto.recorder import Recorder, RecordOptions
+    from themisto.recording.kernel import Recorder, RecordOptions
 
     options = RecordOptions(timeout=600)
     rows = []
@@ -120,13 +120,15 @@ def _cold_rows() -> list[dict]:
         value = make()
         seconds = statistics.median(_describe_cold(value) for _ in range(5))
         del value
-        rows.append({
-            "benchmark": "snapshot",
-            "measure": f"describe a {name} from scratch (size, len, repr; median of 5)",
-            "target": "<= 50 ms",
-            "value": f"{seconds * 1000:.2f} ms",
-            "passed": seconds <= 0.05,
-        })
+        rows.append(
+            {
+                "benchmark": "snapshot",
+                "measure": f"describe a {name} from scratch (size, len, repr; median of 5)",
+                "target": "<= 50 ms",
+                "value": f"{seconds * 1000:.2f} ms",
+                "passed": seconds <= 0.05,
+            }
+        )
     return rows
 
 

@@ -41,8 +41,7 @@ import nbformat
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
-from themisto.sources.june import JUNE_COLUMNS
-
+from themisto.recording.sources.june import JUNE_COLUMNS
 
 HERE = Path(__file__).resolve().parent
 SESSIONS_DIR = HERE / "sessions"

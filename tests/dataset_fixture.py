@@ -3,7 +3,7 @@
 Hand-written notebook sessions are written as trajectory JSONL files the way
 the recorder writes them (each step carries the user variables after the cell,
 described by the kernel-side snapshot code, and their state hash), then built
-with :func:`themisto.dataset.build_dataset` into Parquet files plus a dataset
+with :func:`themisto.building.parquet.build_dataset` into Parquet files plus a dataset
 card. Expected rows are read back from the build's Parquet (:func:`task_rows`),
 never rendered here, so the tests see exactly what the builder wrote.
 
@@ -23,11 +23,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from themisto import snapshot
-from themisto.dataset import TASK_CONFIGS, TRAJECTORIES, BuildSummary, build_dataset, parquet_path
-from themisto.recorder import RecordOptions, state_hash
-from themisto.tasks import SelectionOptions
-from themisto.trajectory import Step, TrajectoryWriter, Variable
+from themisto.building.parquet import BuildSummary, build_dataset, parquet_path
+from themisto.building.tasks import SelectionOptions
+from themisto.recording import snapshot
+from themisto.recording.kernel import RecordOptions
+from themisto.trajectory import Step, TrajectoryWriter, Variable, state_hash
+from themisto.vocabulary import TASK_CONFIGS, TRAJECTORIES
 
 # (code, output, the user variables after the cell); the runtime before a cell
 # is the variables after the previous one.

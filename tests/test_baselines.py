@@ -11,12 +11,7 @@ import pytest
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import get_model
 
-from themisto.baselines import (
-    EmptyBaseline,
-    RepeatLastBaseline,
-    ReprEchoBaseline,
-    displayed_name,
-)
+from themisto.evaluation.baselines import EmptyBaseline, RepeatLastBaseline, ReprEchoBaseline, displayed_name
 from themisto.exceptions import InputError
 
 UNTIL = {"until": ["\nCell ", "\nPredict the "], "max_gen_toks": 64}
@@ -24,7 +19,15 @@ UNTIL = {"until": ["\nCell ", "\nPredict the "], "max_gen_toks": 64}
 
 def variable(name: str, text: str) -> dict[str, Any]:
     """A runtime variable struct of the dataset contract with the repr ``text``."""
-    return {"name": name, "type": "int", "size_bytes": 28, "repr": text, "repr_truncated": False, "shape": None, "len": None}
+    return {
+        "name": name,
+        "type": "int",
+        "size_bytes": 28,
+        "repr": text,
+        "repr_truncated": False,
+        "shape": None,
+        "len": None,
+    }
 
 
 def doc(code: str = "", history: list[tuple[str, str]] = (), runtime: list[dict[str, Any]] = ()) -> dict[str, Any]:
@@ -62,7 +65,10 @@ def test_the_baselines_are_registered_without_hiding_lm_evals_own_models() -> No
 
 
 def test_empty_answers_nothing_for_every_task() -> None:
-    requests = [request(task, doc("a", HISTORY, [variable("a", "1")])) for task in ("themisto_output", "themisto_next_cell_runtime")]
+    requests = [
+        request(task, doc("a", HISTORY, [variable("a", "1")]))
+        for task in ("themisto_output", "themisto_next_cell_runtime")
+    ]
     assert EmptyBaseline().generate_until(requests) == ["", ""]
 
 

@@ -25,9 +25,18 @@ def _notebook(path: Path, cells: list[str]) -> Path:
 def _log(path: Path) -> Path:
     def row(second: int, kernel: str, event: str, cell: str = "", source: str = "", output: str = "") -> dict:
         return {
-            "action_id": second, "time": second, "session_id": "s", "kernel_id": kernel, "notebook_name": "n.ipynb",
-            "event": event, "cell_index": cell, "cell_num": 0, "cell_type": "code", "cell_source": source,
-            "cell_output": output, "user_id": "u",
+            "action_id": second,
+            "time": second,
+            "session_id": "s",
+            "kernel_id": kernel,
+            "notebook_name": "n.ipynb",
+            "event": event,
+            "cell_index": cell,
+            "cell_num": 0,
+            "cell_type": "code",
+            "cell_source": source,
+            "cell_output": output,
+            "user_id": "u",
         }
 
     printed = json.dumps([{"output_type": "stream", "name": "stdout", "text": "3\n"}])
@@ -45,7 +54,14 @@ def _log(path: Path) -> Path:
 def _june_csv(events: list[tuple[str, str]]) -> str:
     """A JuNE CSV log of one kernel with the given (event, cell_source) rows."""
     rows = [
-        {"time": i, "kernel_id": "kernel-1", "event": event, "cell_index": f"c{i}", "cell_source": source, "cell_output": ""}
+        {
+            "time": i,
+            "kernel_id": "kernel-1",
+            "event": event,
+            "cell_index": f"c{i}",
+            "cell_source": source,
+            "cell_output": "",
+        }
         for i, (event, source) in enumerate(events)
     ]
     return pd.DataFrame(rows).to_csv(index=False)
@@ -64,7 +80,11 @@ def test_records_notebooks_and_logs_into_valid_trajectories(
     _log(sources / "june.jsonl")
     monkeypatch.chdir(tmp_path)  # relative paths in cells must resolve against the source's folder
     assert main(["record", str(sources), "-o", str(tmp_path / "out"), "--timeout", "20"]) == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["june-k1-sessi.jsonl", "june-k2-sessi.jsonl", "nb.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "june-k1-sessi.jsonl",
+        "june-k2-sessi.jsonl",
+        "nb.jsonl",
+    ]
     notebook = read_trajectory(tmp_path / "out" / "nb.jsonl")
     assert [s.step for s in notebook] == [0, 1, 2, 3] and [s.cell_id for s in notebook] == ["c0", "c1", "c2", "c3"]
     assert notebook[2].output == "2" and notebook[3].output == "20"
@@ -97,8 +117,14 @@ def test_resume_continues_after_the_last_complete_step(tmp_path: Path) -> None:
 
 
 def test_resume_replays_restarts_and_kernel_deaths_like_the_original(tmp_path: Path) -> None:
-    events = [("execute", "a = 1"), ("kernel_restarting", ""), ("execute", "b = 2"),
-              ("execute", "import os\nos._exit(1)"), ("execute", "c = 3"), ("execute", "'a' in dir(), 'b' in dir()")]
+    events = [
+        ("execute", "a = 1"),
+        ("kernel_restarting", ""),
+        ("execute", "b = 2"),
+        ("execute", "import os\nos._exit(1)"),
+        ("execute", "c = 3"),
+        ("execute", "'a' in dir(), 'b' in dir()"),
+    ]
     log = tmp_path / "log.csv"
     log.write_text(_june_csv(events))
     out = tmp_path / "out"
@@ -134,8 +160,17 @@ def test_resume_refuses_a_trajectory_from_other_code(tmp_path: Path, capsys: pyt
     out = tmp_path / "out"
     out.mkdir()
     line = {
-        "trajectory_id": "nb", "step": 0, "cell_id": "c0", "code": "x = 2", "output": "", "error": None,
-        "execution_time": 0.0, "memory_bytes": None, "runtime": [], "state_hash": "", "restarted": False,
+        "trajectory_id": "nb",
+        "step": 0,
+        "cell_id": "c0",
+        "code": "x = 2",
+        "output": "",
+        "error": None,
+        "execution_time": 0.0,
+        "memory_bytes": None,
+        "runtime": [],
+        "state_hash": "",
+        "restarted": False,
     }
     (out / "nb.jsonl").write_text(json.dumps(line) + "\n")
     assert main(["record", str(source), "-o", str(out), "--resume"]) == 2
@@ -152,8 +187,16 @@ def test_resume_refuses_a_trajectory_from_other_code(tmp_path: Path, capsys: pyt
         (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--workdir", "/no/such/dir"], "working directory"),
         (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--timeout", "0"], "--timeout must be positive"),
         (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--repr-timeout", "-1"], "--repr-timeout must be positive"),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--max-output-chars", "0"], "--max-output-chars must be at least 1"),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--max-cpu-seconds", "0"], "--max-cpu-seconds must be at least 1"),
+        (
+            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            ["--max-output-chars", "0"],
+            "--max-output-chars must be at least 1",
+        ),
+        (
+            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            ["--max-cpu-seconds", "0"],
+            "--max-cpu-seconds must be at least 1",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -179,4 +222,6 @@ def test_command_line_process_reports_bad_input_without_traceback(tmp_path: Path
         timeout=120,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines() == [f"themisto record: error: no such source file or folder: {tmp_path / 'missing.ipynb'}"]
+    assert result.stderr.strip().splitlines() == [
+        f"themisto record: error: no such source file or folder: {tmp_path / 'missing.ipynb'}"
+    ]

@@ -24,7 +24,7 @@ from typing import Any
 
 import nbformat
 
-from themisto.sources.june import JUNE_COLUMNS
+from themisto.recording.sources.june import JUNE_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "data" / "logs"
@@ -274,5 +274,8 @@ def test_machine_specific_text_is_normalised() -> None:
     library = f"File {sys.prefix}/lib/python3.11/site-packages/pandas/core/frame.py:12"
     stdlib = f"File {sys.base_prefix}/lib/python3.11/re/__init__.py:227"
     assert make_logs.normalise_text(warning, 1500) == "/tmp/ipykernel_1500/1234.py:3: FutureWarning: x\n"
-    assert make_logs.normalise_text(library, 1500) == "File /opt/conda/lib/python3.11/site-packages/pandas/core/frame.py:12"
+    assert (
+        make_logs.normalise_text(library, 1500)
+        == "File /opt/conda/lib/python3.11/site-packages/pandas/core/frame.py:12"
+    )
     assert make_logs.normalise_text(stdlib, 1500) == "File /opt/conda/lib/python3.11/re/__init__.py:227"

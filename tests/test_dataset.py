@@ -11,26 +11,17 @@ import pytest
 import yaml
 from synthetic import synthetic_steps, write_corpus, write_steps
 
-import themisto.dataset
-import themisto.tables
+import themisto.building.parquet
+import themisto.building.tables
+from themisto.building.card import read_build_options
+from themisto.building.parquet import build_dataset, parquet_path
+from themisto.building.prompts import RenderOptions
+from themisto.building.tables import TASK_FEATURES, TRAJECTORY_FEATURES, config_splits, iter_tables
+from themisto.building.tasks import SelectionOptions, select
 from themisto.cli import main
-from themisto.dataset import (
-    CONFIG_NAMES,
-    RUNTIME_SUFFIX,
-    TASK_CONFIGS,
-    TASK_FEATURES,
-    TRAJECTORY_FEATURES,
-    ThemistoBuilder,
-    build_dataset,
-    config_splits,
-    parquet_path,
-    read_build_options,
-)
 from themisto.exceptions import InputError
-from themisto.serialize import RenderOptions
-from themisto.tables import iter_tables
-from themisto.tasks import TASKS, SelectionOptions, select
 from themisto.trajectory import trajectory_files
+from themisto.vocabulary import CONFIG_NAMES, RUNTIME_SUFFIX, TASK_CONFIGS, TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTEXT_BUDGET = 400
@@ -140,29 +131,22 @@ def test_targets_and_history_come_from_the_trajectory(built: Path) -> None:
                 assert not any(s["restarted"] for s in expected[1:] + [this])
 
 
-def test_the_generator_based_builder_yields_the_rows_build_dataset_writes(
-    built: Path, corpus: list[Path], tmp_path: Path
-) -> None:
-    options = {
-        "trajectories": tuple(str(p) for p in corpus),
-        "selection": SelectionOptions(max_context_chars=CONTEXT_BUDGET),
-        "render": RenderOptions(max_runtime_chars=RUNTIME_BUDGET),
-    }
+def test_load_dataset_reads_the_features_and_rows_build_dataset_writes(built: Path, tmp_path: Path) -> None:
+    import datasets
+
     for config in ("trajectories", "next_cell_prediction_runtime"):
-        builder = ThemistoBuilder(config_name=config, cache_dir=str(tmp_path / "cache"), **options)
-        builder.download_and_prepare()
         for split in config_splits(config):
-            generated = builder.as_dataset(split=split)
-            assert generated.features == (TRAJECTORY_FEATURES if config == "trajectories" else TASK_FEATURES)
-            assert generated.to_list() == rows(built, config, split)
+            loaded = datasets.load_dataset(str(built), config, split=split, cache_dir=str(tmp_path / "cache"))
+            assert loaded.features == (TRAJECTORY_FEATURES if config == "trajectories" else TASK_FEATURES)
+            assert loaded.to_list() == rows(built, config, split)
 
 
 def test_batch_boundaries_change_only_the_row_groups(
     built: Path, corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 64-step batches cut trajectories mid-session: history windows and runtime states cross them
-    monkeypatch.setattr(themisto.tables, "BATCH_ROWS", 64)
-    monkeypatch.setattr(themisto.dataset, "BATCH_ROWS", 64)
+    monkeypatch.setattr(themisto.building.tables, "BATCH_ROWS", 64)
+    monkeypatch.setattr(themisto.building.parquet, "BATCH_ROWS", 64)
     selection, render, license_id = read_build_options(built)
     build_dataset(corpus, tmp_path / "small_batches", selection, render, license_id)
     for config in CONFIG_NAMES:
@@ -203,7 +187,9 @@ def test_without_stability_information_the_card_says_the_ceiling_is_unknown(tmp_
         step.stable = None
     build_dataset([write_steps(tmp_path / "plain.jsonl", steps)], tmp_path / "out", SelectionOptions(sample="all"))
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
-    assert "the ceiling is unknown" in card and "| `full` |" not in card.split("## Determinism ceiling")[1].split("##")[0]
+    assert (
+        "the ceiling is unknown" in card and "| `full` |" not in card.split("## Determinism ceiling")[1].split("##")[0]
+    )
 
 
 def test_a_trajectory_growing_during_the_build_is_an_input_error(tmp_path: Path) -> None:

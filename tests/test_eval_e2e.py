@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from dataset_fixture import task_rows, write_dataset
+
 from themisto.cli import main as themisto_main
-from themisto.dataset import TASK_CONFIGS
-from themisto.evaluation import TASKS
-from themisto.metrics import METRIC_NAMES, score_sample
+from themisto.evaluation.metrics import score_sample
+from themisto.vocabulary import LM_EVAL_TASKS as TASKS
+from themisto.vocabulary import METRIC_NAMES, TASK_CONFIGS
 
 REPO = Path(__file__).resolve().parent.parent
 LIMIT = 3
@@ -70,9 +70,7 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
     return results, samples
 
 
-def test_lm_eval_command_scores_a_tiny_gpt2_on_all_four_tasks(
-    data_dir: Path, tiny_model: Path, tmp_path: Path
-) -> None:
+def test_lm_eval_command_scores_a_tiny_gpt2_on_all_four_tasks(data_dir: Path, tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     command = [
         str(Path(sys.executable).parent / "lm_eval"), "run",
@@ -114,7 +112,7 @@ def test_a_trainer_evaluates_the_model_object_it_holds(data_dir: Path, tiny_mode
     from lm_eval.models.huggingface import HFLM
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from themisto.evaluation import evaluate
+    from themisto.evaluation.harness import evaluate
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
@@ -170,7 +168,7 @@ def test_themisto_repeat_last_scores_the_share_of_repeated_cells(data_dir: Path,
     for task, config in TASKS.items():
         rows = task_rows(data_dir, config)
         field = "code" if config.startswith("next_cell") else "output"
-        expected = share(rows, lambda row: last_cell(row, field) == row["target"])
+        expected = share(rows, lambda row, field=field: last_cell(row, field) == row["target"])
         exact = sum(record["exact_match"] for record in samples[task]) / len(samples[task])
         assert exact == pytest.approx(expected)
         assert 0 < expected < 1  # the fixture has repeated and new cells in every task
@@ -190,9 +188,7 @@ def test_themisto_repr_echo_helps_only_with_the_runtime_state(
         record["doc"]["example_id"] for record in samples["themisto_output_runtime"] if record["filtered_resps"] != [""]
     ]
     # Cells whose code is a bare name of a variable defined before them.
-    displayed = [
-        row["example_id"] for row in rows if row["code"] in {variable["name"] for variable in row["runtime"]}
-    ]
+    displayed = [row["example_id"] for row in rows if row["code"] in {variable["name"] for variable in row["runtime"]}]
     assert reprs_shown == displayed and displayed
     for task in ("themisto_output", "themisto_next_cell", "themisto_next_cell_runtime"):
         assert all(record["filtered_resps"] == [""] for record in samples[task])

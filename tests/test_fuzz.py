@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from synthetic import synthetic_steps
+
 from themisto.cli import main
 from themisto.exceptions import ThemistoError
-from themisto.sources import Execute, Restart, SourceTrajectory, read_source
+from themisto.recording.sources import Execute, Restart, SourceTrajectory, read_source
 
 SETTINGS = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
 READER_CASES = 600
@@ -76,18 +76,25 @@ def read_or_clear_error(path: Path) -> str:
 
 JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
 JSON_VALUES = st.recursive(
-    JSON_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
 HUGE = st.sampled_from([10**30, -(10**30), 2**63, float("inf"), float("-inf"), float("nan"), 1e308, ""])
 MUTATIONS = st.sampled_from(["similar", "similar", "replace", "huge", "delete", "extra"])
 # A value of the same JSON kind, any content: valid to a schema check, still odd (NaN, "", unicode, 2**63 - 1).
 SIMILAR: dict[type, st.SearchStrategy[Any]] = {
-    str: st.text(), bool: st.booleans(), int: st.integers(-(2**63), 2**63 - 1), float: st.floats(),
+    str: st.text(),
+    bool: st.booleans(),
+    int: st.integers(-(2**63), 2**63 - 1),
+    float: st.floats(),
 }
 
 
-def mutate(data: st.DataObject, document: Any, count: st.SearchStrategy[int] = st.integers(0, 3)) -> Any:
+MUTATIONS = st.integers(0, 3)
+
+
+def mutate(data: st.DataObject, document: Any, count: st.SearchStrategy[int] = MUTATIONS) -> Any:
     """``document`` (decoded JSON, changed in place) with a few random nodes replaced, deleted or added.
 
     Inputs start valid and take a few mutations, so most reach the code past
@@ -133,24 +140,32 @@ def corrupt(data: st.DataObject, raw: bytes) -> bytes:
 SOURCE = st.text(max_size=40) | st.lists(st.text(max_size=20), max_size=4)
 CELL_IDS = st.text("abcdef0123456789-", min_size=1, max_size=12)
 CODE_CELLS = st.fixed_dictionaries(
-    {"cell_type": st.just("code"), "id": CELL_IDS, "metadata": st.just({}), "source": SOURCE,
-     "outputs": st.just([]), "execution_count": st.none() | st.integers(1, 99)}
+    {
+        "cell_type": st.just("code"),
+        "id": CELL_IDS,
+        "metadata": st.just({}),
+        "source": SOURCE,
+        "outputs": st.just([]),
+        "execution_count": st.none() | st.integers(1, 99),
+    }
 )
 TEXT_CELLS = st.fixed_dictionaries(
     {"cell_type": st.sampled_from(["markdown", "raw"]), "id": CELL_IDS, "metadata": st.just({}), "source": SOURCE}
 )
 NOTEBOOKS = st.fixed_dictionaries(
-    {"cells": st.lists(CODE_CELLS | TEXT_CELLS, max_size=5, unique_by=lambda cell: cell["id"]), "metadata": st.just({}),
-     "nbformat": st.just(4), "nbformat_minor": st.sampled_from([4, 5])}
+    {
+        "cells": st.lists(CODE_CELLS | TEXT_CELLS, max_size=5, unique_by=lambda cell: cell["id"]),
+        "metadata": st.just({}),
+        "nbformat": st.just(4),
+        "nbformat_minor": st.sampled_from([4, 5]),
+    }
 )
 
 
 # nbformat warns about what it repairs (missing or duplicate cell ids); repairing is a valid result
 @pytest.mark.filterwarnings("ignore::nbformat.warnings.MissingIDFieldWarning")
 @pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
-def test_notebook_reader_gives_trajectories_or_one_clear_error(
-    scratch: Path, record_property: RecordProperty
-) -> None:
+def test_notebook_reader_gives_trajectories_or_one_clear_error(scratch: Path, record_property: RecordProperty) -> None:
     cases: Counter[str] = Counter()
 
     @settings(SETTINGS, max_examples=READER_CASES)
@@ -166,19 +181,48 @@ def test_notebook_reader_gives_trajectories_or_one_clear_error(
 
 # --- JuNE logs -------------------------------------------------------------------------------------
 
-JUNE_COLUMNS = ["action_id", "time", "session_id", "kernel_id", "notebook_name", "event", "cell_index",
-                "cell_num", "cell_type", "cell_source", "cell_output", "user_id"]
-EVENTS = ["execute", "finished_execute", "create", "delete", "save_notebook", "error", "rendered",
-          "notebook_renamed", "kernel_interrupting", "kernel_restarting"]
+JUNE_COLUMNS = [
+    "action_id",
+    "time",
+    "session_id",
+    "kernel_id",
+    "notebook_name",
+    "event",
+    "cell_index",
+    "cell_num",
+    "cell_type",
+    "cell_source",
+    "cell_output",
+    "user_id",
+]
+EVENTS = [
+    "execute",
+    "finished_execute",
+    "create",
+    "delete",
+    "save_notebook",
+    "error",
+    "rendered",
+    "notebook_renamed",
+    "kernel_interrupting",
+    "kernel_restarting",
+]
 OUTPUTS = st.lists(
     st.fixed_dictionaries({"output_type": st.just("stream"), "name": st.just("stdout"), "text": SOURCE})
     | st.fixed_dictionaries(
-        {"output_type": st.sampled_from(["execute_result", "display_data"]), "metadata": st.just({}),
-         "data": st.fixed_dictionaries({"text/plain": SOURCE})}
+        {
+            "output_type": st.sampled_from(["execute_result", "display_data"]),
+            "metadata": st.just({}),
+            "data": st.fixed_dictionaries({"text/plain": SOURCE}),
+        }
     )
     | st.fixed_dictionaries(
-        {"output_type": st.just("error"), "ename": st.text(max_size=10), "evalue": st.text(max_size=10),
-         "traceback": st.just([])}
+        {
+            "output_type": st.just("error"),
+            "ename": st.text(max_size=10),
+            "evalue": st.text(max_size=10),
+            "traceback": st.just([]),
+        }
     ),
     max_size=3,
 )
@@ -267,6 +311,7 @@ def test_june_reader_gives_trajectories_or_one_clear_error(scratch: Path, record
 
 # --- themisto build on corrupted trajectories -------------------------------------------------------
 
+
 def test_build_on_corrupted_trajectories_builds_or_fails_in_one_line(
     scratch: Path, record_property: RecordProperty
 ) -> None:
@@ -284,7 +329,7 @@ def test_build_on_corrupted_trajectories_builds_or_fails_in_one_line(
             mutate(data, steps[data.draw(st.integers(0, len(steps) - 1))], st.just(1))
         ascii_only = data.draw(st.booleans())
         lines = [json.dumps(step, ensure_ascii=ascii_only) for step in steps]
-        raw = "\n".join(lines).encode("utf-8") + data.draw(st.sampled_from([b"\n", b"", b"\n\n", b"\n{\"torn"]))
+        raw = "\n".join(lines).encode("utf-8") + data.draw(st.sampled_from([b"\n", b"", b"\n\n", b'\n{"torn']))
         (folder / "fuzz.jsonl").write_bytes(corrupt(data, raw))
         stderr = io.StringIO()
         with redirect_stderr(stderr):

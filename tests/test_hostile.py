@@ -22,8 +22,9 @@ import pytest
 
 from themisto.cli import main
 from themisto.exceptions import KernelError
-from themisto.kernel_launcher import launcher_command
-from themisto.recorder import RecordOptions, Recorder, record_source
+from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.launcher import launcher_command
+from themisto.recording.record import record_source
 from themisto.trajectory import Step, read_trajectory
 
 OPTIONS = RecordOptions(timeout=2, repr_timeout=0.3, max_output_chars=200, max_raw_output_chars=1000)
@@ -111,8 +112,12 @@ def test_unbounded_allocation_under_max_memory_is_a_step(tmp_path: Path) -> None
 def test_cpu_time_limit_kills_the_kernel_and_a_restart_gets_a_fresh_budget(tmp_path: Path) -> None:
     spin, after, spin_again, last = record_cells(
         tmp_path,
-        ["while True: pass", NEXT, "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass",
-         NEXT],
+        [
+            "while True: pass",
+            NEXT,
+            "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass",
+            NEXT,
+        ],
         replace(OPTIONS, max_cpu_seconds=3, timeout=30),
     )
     assert spin.error["ename"] == "DeadKernelError" and "SIGXCPU: CPU time limit" in spin.error["evalue"]
@@ -132,8 +137,8 @@ def test_without_limits_the_kernel_command_is_untouched() -> None:
     command = ["python", "-m", "ipykernel_launcher", "-f", "conn.json"]
     assert launcher_command(command, None, None) == command
     limited = launcher_command(command, 2**30, 5)
-    assert limited[-len(command) - 1:] == ["--", *command]
-    assert limited[:3] == [sys.executable, "-m", "themisto.kernel_launcher"]
+    assert limited[-len(command) - 1 :] == ["--", *command]
+    assert limited[:3] == [sys.executable, "-m", "themisto.recording.launcher"]
 
 
 def test_launcher_sets_limits_then_becomes_the_command() -> None:
@@ -143,7 +148,9 @@ def test_launcher_sets_limits_then_becomes_the_command() -> None:
     )
     # an inherited hard CPU limit below the request wins: an unprivileged process cannot raise it
     process = subprocess.Popen(
-        launcher_command([sys.executable, "-c", probe], 2**30, 100), stdout=subprocess.PIPE, text=True,
+        launcher_command([sys.executable, "-c", probe], 2**30, 100),
+        stdout=subprocess.PIPE,
+        text=True,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (50, 50)),
     )
     out, _ = process.communicate(timeout=30)
@@ -154,8 +161,12 @@ def test_launcher_sets_limits_then_becomes_the_command() -> None:
 
 def test_record_cli_takes_limits_and_rejects_bad_sizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     notebook = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell("import resource\nresource.getrlimit(resource.RLIMIT_DATA)[0], "
-                                         "resource.getrlimit(resource.RLIMIT_CPU)[0]")]
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import resource\nresource.getrlimit(resource.RLIMIT_DATA)[0], "
+                "resource.getrlimit(resource.RLIMIT_CPU)[0]"
+            )
+        ]
     )
     nbformat.write(notebook, tmp_path / "limits.ipynb")
     out = tmp_path / "out"
@@ -305,4 +316,3 @@ def test_a_cell_that_tampers_with_the_snapshot_module_is_still_recorded(tmp_path
     assert_next_step_ran(after, restarted=False)
     assert removed.error is None and removed.runtime == []
     assert_next_step_ran(last, restarted=False)
-

@@ -16,21 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from dataset_fixture import task_rows, write_dataset
+
 from themisto.cli import main as themisto_main
-from themisto.evaluation import (
-    DATA_ENV,
-    TASKS,
-    bundled_path,
-    data_location,
-    load_task_dataset,
-    task_manager,
-    tasks_path,
-    unfence,
-)
+from themisto.evaluation.answers import unfence
+from themisto.evaluation.data import bundled_path, data_location, load_task_dataset, tasks_path
+from themisto.evaluation.harness import task_manager
+from themisto.evaluation.metrics import score_sample
 from themisto.exceptions import InputError
-from themisto.metrics import METRIC_NAMES, score_sample
+from themisto.vocabulary import DATA_ENV, METRIC_NAMES
+from themisto.vocabulary import LM_EVAL_TASKS as TASKS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -80,9 +75,9 @@ def test_generation_and_metrics_follow_the_task(loaded: dict[str, Any]) -> None:
 
 
 def test_every_stop_sequence_is_a_header_of_the_real_prompt_format(loaded: dict[str, Any]) -> None:
-    """The stop sequences must follow themisto.serialize: a renamed header would silently stop nothing."""
-    from themisto.serialize import RenderOptions, render_pair
-    from themisto.tasks import Example, HistoryCell
+    """The stop sequences must follow themisto.building.prompts: a renamed header would silently stop nothing."""
+    from themisto.building.prompts import RenderOptions, render_pair
+    from themisto.building.tasks import Example, HistoryCell
     from themisto.trajectory import Variable
 
     for name, task in loaded["tasks"].items():
@@ -210,7 +205,18 @@ def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> 
         write_dataset(source / "hf_dataset")
     python = sys.executable
     run = lambda *command, **kw: subprocess.run(command, check=True, capture_output=True, text=True, **kw)  # noqa: E731
-    run(python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source))
+    run(
+        python,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(tmp_path / "dist"),
+        str(source),
+    )
     (wheel,) = (tmp_path / "dist").glob("themisto-*.whl")
 
     venv = tmp_path / "venv"

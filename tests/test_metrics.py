@@ -13,16 +13,9 @@ from rouge_score.rouge_scorer import RougeScorer
 from rouge_score.tokenize import tokenize as rouge_score_tokenize
 from sacrebleu.metrics import CHRF
 
-from themisto.metrics import (
-    METRIC_NAMES,
-    chrf,
-    exact_match,
-    exact_match_norm,
-    normalize_output,
-    rouge_l,
-    rouge_tokens,
-    score_sample,
-)
+from themisto.evaluation.metrics import chrf, exact_match, exact_match_norm, rouge_l, rouge_tokens, score_sample
+from themisto.recording.outputs import normalize_output
+from themisto.vocabulary import METRIC_NAMES
 
 ROUGE = RougeScorer(["rougeL"])
 CHRF_REFERENCE = CHRF()
@@ -30,15 +23,52 @@ CHRF_REFERENCE = CHRF()
 # Pieces of Python code and notebook outputs, with punctuation, unicode (the
 # Kelvin sign and dotted capital I lowercase to ASCII letters) and whitespace.
 FRAGMENTS = [
-    "df.head()", "print(x)", "import numpy as np", "x = [1, 2, 3]", "for i in range(10):",
-    "    total += i", "def f(a, b=2):", "return a + b", "plt.show()", "df['col'].mean()",
-    "   A    B\n0  1  4.5\n1  2  NaN", "array([0.1, 0.2, 0.3])", "Out[3]: 42",
+    "df.head()",
+    "print(x)",
+    "import numpy as np",
+    "x = [1, 2, 3]",
+    "for i in range(10):",
+    "    total += i",
+    "def f(a, b=2):",
+    "return a + b",
+    "plt.show()",
+    "df['col'].mean()",
+    "   A    B\n0  1  4.5\n1  2  NaN",
+    "array([0.1, 0.2, 0.3])",
+    "Out[3]: 42",
     "3.141592653589793",
-    "<Figure size 640x480 with 1 Axes>", "<__main__.Foo object at 0x7f3a2c1d9e50>",
-    "KeyError: 'price'", "Traceback (most recent call last):", "(1000, 12)", "True", "None",
-    "dtype: float64", "Name: age, Length: 891", "!!!", "...", "=>", "{}", "#", "",
-    "café", "naïve", "数据框", "Ünïcödé", "İstanbul", "\u212aelvin", "ß", "🙂 done", "\t", "\r\n",
-    "\n\n", "  ", "x_1 = y__2", "CamelCaseName", "snake_case_name", "1e-10", "0xFF",
+    "<Figure size 640x480 with 1 Axes>",
+    "<__main__.Foo object at 0x7f3a2c1d9e50>",
+    "KeyError: 'price'",
+    "Traceback (most recent call last):",
+    "(1000, 12)",
+    "True",
+    "None",
+    "dtype: float64",
+    "Name: age, Length: 891",
+    "!!!",
+    "...",
+    "=>",
+    "{}",
+    "#",
+    "",
+    "café",
+    "naïve",
+    "数据框",
+    "Ünïcödé",
+    "İstanbul",
+    "\u212aelvin",
+    "ß",
+    "🙂 done",
+    "\t",
+    "\r\n",
+    "\n\n",
+    "  ",
+    "x_1 = y__2",
+    "CamelCaseName",
+    "snake_case_name",
+    "1e-10",
+    "0xFF",
 ]
 
 
@@ -111,9 +141,7 @@ def test_rouge_l_equals_rouge_score(pred: str, ref: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=80) | st.sampled_from([ref for _, ref in EDGE_CASES]))
 def test_rouge_tokens_equal_rouge_score_tokenizer(text: str) -> None:
-    assert [token.decode("ascii") for token in rouge_tokens(text)] == rouge_score_tokenize(
-        text, None
-    )
+    assert [token.decode("ascii") for token in rouge_tokens(text)] == rouge_score_tokenize(text, None)
 
 
 @settings(max_examples=200, deadline=None)
@@ -130,9 +158,7 @@ SMALL_VOCABULARY = st.sampled_from(["a", "b", "c", "x1", "Y2", "_", " ", "\n", "
 def test_rouge_l_equals_rouge_score_on_small_vocabularies(pred: list[str], ref: list[str]) -> None:
     # Few distinct tokens make long, ambiguous common subsequences.
     pred_text, ref_text = "".join(pred), "".join(ref)
-    assert rouge_l(pred_text, ref_text) == pytest.approx(
-        _reference_rouge_l(pred_text, ref_text), abs=1e-9
-    )
+    assert rouge_l(pred_text, ref_text) == pytest.approx(_reference_rouge_l(pred_text, ref_text), abs=1e-9)
 
 
 def test_rouge_l_on_very_long_texts() -> None:
@@ -158,7 +184,10 @@ def test_chrf_equals_sacrebleu_on_arbitrary_unicode(pred: str, ref: str) -> None
 
 def test_both_empty_scores() -> None:
     assert score_sample("", "") == {
-        "exact_match": 1.0, "exact_match_norm": 1.0, "rougeL": 0.0, "chrf": 0.0,
+        "exact_match": 1.0,
+        "exact_match_norm": 1.0,
+        "rougeL": 0.0,
+        "chrf": 0.0,
     }
 
 
@@ -181,9 +210,7 @@ def test_exact_match_is_strict() -> None:
         ("[<A at 0xABC>, <A at 0x1>]", "[<A at 0xdef>, <A at 0x22>]"),
     ],
 )
-def test_exact_match_norm_ignores_outer_and_trailing_whitespace_and_addresses(
-    pred: str, ref: str
-) -> None:
+def test_exact_match_norm_ignores_outer_and_trailing_whitespace_and_addresses(pred: str, ref: str) -> None:
     assert exact_match(pred, ref) == 0.0
     assert exact_match_norm(pred, ref) == 1.0
 
@@ -220,10 +247,7 @@ def test_score_sample_combines_the_four_metrics(pred: str, ref: str) -> None:
 
 def test_rouge_score_is_not_needed_at_run_time() -> None:
     probe = (
-        "import sys, themisto.metrics as m; m.score_sample('a b', 'b'); "
-        "print('rouge_score' in sys.modules)"
+        "import sys, themisto.evaluation.metrics as m; m.score_sample('a b', 'b'); print('rouge_score' in sys.modules)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

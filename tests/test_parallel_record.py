@@ -13,8 +13,8 @@ import pytest
 
 from themisto.cli import main
 from themisto.exceptions import InputError
-from themisto.recorder import select_shard, shard_of
-from themisto.sources import SourceTrajectory
+from themisto.recording.record import select_shard, shard_of
+from themisto.recording.sources import SourceTrajectory
 from themisto.trajectory import read_trajectory
 
 NOTEBOOKS = {

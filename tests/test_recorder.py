@@ -7,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from themisto.recorder import (
-    RecordOptions,
-    Recorder,
-    cap_text,
-    is_credential,
-    kernel_environment,
-)
-from themisto.outputs import render_outputs
+from themisto.recording.environment import is_credential, kernel_environment
+from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.outputs import cap_text, render_outputs
 
 OPTIONS = RecordOptions(timeout=3, repr_timeout=0.3, max_output_chars=200, max_raw_output_chars=1000)
 

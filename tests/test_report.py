@@ -15,8 +15,8 @@ from lm_eval.utils import hash_string
 from matplotlib.image import imread
 
 from themisto.cli import main
-from themisto.metrics import score_sample
-from themisto.stats import (
+from themisto.evaluation.metrics import score_sample
+from themisto.reporting.stats import (
     Interval,
     bootstrap_ci,
     mcnemar,
@@ -26,11 +26,20 @@ from themisto.stats import (
 )
 
 RESAMPLES = 2_000
-TASKS = ["themisto_output", "themisto_output_runtime", "themisto_next_cell",
-         "themisto_next_cell_runtime"]
+TASKS = ["themisto_output", "themisto_output_runtime", "themisto_next_cell", "themisto_next_cell_runtime"]
 METRICS = ["exact_match", "exact_match_norm", "rougeL", "chrf"]
-TARGETS = ["42", "   A  B\n0  1  2", "<Foo object at 0x7f00aa>", "print(df.shape)",
-           "array([1, 2, 3])", "KeyError: 'x'", "df.describe()", "(891, 12)", "True", ""]
+TARGETS = [
+    "42",
+    "   A  B\n0  1  2",
+    "<Foo object at 0x7f00aa>",
+    "print(df.shape)",
+    "array([1, 2, 3])",
+    "KeyError: 'x'",
+    "df.describe()",
+    "(891, 12)",
+    "True",
+    "",
+]
 
 
 def _docs(n: int) -> list[dict]:
@@ -78,14 +87,15 @@ def _lm_eval_sample(doc_id: int, doc: dict, prediction: str, filter_name: str = 
     return sample
 
 
-def _write_run(
-    output: Path, model: str, model_args: str, samples_by_task: dict[str, list[dict]]
-) -> None:
+def _write_run(output: Path, model: str, model_args: str, samples_by_task: dict[str, list[dict]]) -> None:
     """Save results and samples exactly as ``lm_eval --log_samples --output_path`` does."""
     tracker = EvaluationTracker(output_path=str(output))
     tracker.general_config_tracker.log_experiment_args(
-        model_source=model, model_args=model_args, system_instruction=None,
-        chat_template=None, fewshot_as_multiturn=False,
+        model_source=model,
+        model_args=model_args,
+        system_instruction=None,
+        chat_template=None,
+        fewshot_as_multiturn=False,
     )
     results = {
         "results": {task: {"alias": task} for task in samples_by_task},
@@ -97,9 +107,7 @@ def _write_run(
         tracker.save_results_samples(task_name=task, samples=samples)
 
 
-def _model_samples(
-    seed: int, n: int, hit_rates: dict[str, float], drop_from_runtime: int = 0
-) -> dict[str, list[dict]]:
+def _model_samples(seed: int, n: int, hit_rates: dict[str, float], drop_from_runtime: int = 0) -> dict[str, list[dict]]:
     """Scored samples of one model on the four tasks; runtime rows come in another order."""
     rng = random.Random(seed)
     docs = _docs(n)
@@ -147,8 +155,12 @@ def _p_text(p: float) -> str:
     return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
 
 
-HIT_RATES_MODEL = {"themisto_output": 0.3, "themisto_output_runtime": 0.6,
-                   "themisto_next_cell": 0.2, "themisto_next_cell_runtime": 0.2}
+HIT_RATES_MODEL = {
+    "themisto_output": 0.3,
+    "themisto_output_runtime": 0.6,
+    "themisto_next_cell": 0.2,
+    "themisto_next_cell_runtime": 0.2,
+}
 HIT_RATES_BASELINE = {task: 0.1 for task in TASKS}
 
 
@@ -156,8 +168,7 @@ HIT_RATES_BASELINE = {task: 0.1 for task in TASKS}
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder holding a named model's run and an unnamed baseline's run."""
     output = tmp_path_factory.mktemp("run")
-    _write_run(output, "hf", "pretrained=tiny/gpt2,dtype=float32",
-               _model_samples(1, 60, HIT_RATES_MODEL))
+    _write_run(output, "hf", "pretrained=tiny/gpt2,dtype=float32", _model_samples(1, 60, HIT_RATES_MODEL))
     _write_run(output, "themisto-empty", "", _model_samples(2, 40, HIT_RATES_BASELINE))
     return output
 
@@ -168,8 +179,18 @@ def report_run(run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("out")
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        code = main(["report", str(run_dir), "-o", str(out / "r" / "report.md"),
-                     "--plot", str(out / "report.png"), "--resamples", str(RESAMPLES)])
+        code = main(
+            [
+                "report",
+                str(run_dir),
+                "-o",
+                str(out / "r" / "report.md"),
+                "--plot",
+                str(out / "report.png"),
+                "--resamples",
+                str(RESAMPLES),
+            ]
+        )
     return {"code": code, "stdout": stdout.getvalue(), "out": out}
 
 
@@ -202,8 +223,10 @@ def test_scores_table_matches_direct_computation(run_dir: Path, report_run: dict
 
 def test_runtime_comparison_matches_direct_computation(run_dir: Path, report_run: dict) -> None:
     rows = _table(report_run["stdout"], "model")
-    comparisons = {(r["model"], r["tasks"], r["metric"]): r for r in _table(
-        report_run["stdout"].split("## Runtime vs no runtime")[1], "model")}
+    comparisons = {
+        (r["model"], r["tasks"], r["metric"]): r
+        for r in _table(report_run["stdout"].split("## Runtime vs no runtime")[1], "model")
+    }
     assert len(rows) == 8 and len(comparisons) == 2 * 2 * len(METRICS)
     for base in ("themisto_output", "themisto_next_cell"):
         without = _logged(run_dir, "tiny__gpt2", base)
@@ -229,9 +252,7 @@ def test_runtime_comparison_matches_direct_computation(run_dir: Path, report_run
     # The model was given a large runtime gain on output prediction only.
     gain = comparisons[("tiny/gpt2", "themisto_output vs themisto_output_runtime", "exact_match")]
     assert float(gain["sign-flip p"]) < 0.05
-    null = comparisons[
-        ("tiny/gpt2", "themisto_next_cell vs themisto_next_cell_runtime", "exact_match")
-    ]
+    null = comparisons[("tiny/gpt2", "themisto_next_cell vs themisto_next_cell_runtime", "exact_match")]
     assert float(null["sign-flip p"]) > 0.05
 
 
@@ -243,9 +264,7 @@ def test_a_filter_is_named_only_where_a_task_was_logged_under_several(
     strict = {}
     for task in ("themisto_output", "themisto_output_runtime"):
         strict[task] = [
-            _lm_eval_sample(
-                row["doc_id"], row["doc"], _prediction(rng, row["target"], 0.5), "strict"
-            )
+            _lm_eval_sample(row["doc_id"], row["doc"], _prediction(rng, row["target"], 0.5), "strict")
             for row in samples[task]
         ]
         samples[task] = samples[task] + strict[task]  # lm-eval logs every filter in one file
@@ -276,8 +295,12 @@ def test_determinism_ceiling_counts_stable_targets(report_run: dict) -> None:
     rows = {r["task"]: r for r in _table(report_run["stdout"], "task")}
     # 60 examples (the larger run covers the baseline's 40): stable cycles True, True, False, None.
     assert rows["themisto_output"] == {
-        "task": "themisto_output", "examples": "60", "stable": "30", "unstable": "15",
-        "unknown": "15", "ceiling": "0.500",
+        "task": "themisto_output",
+        "examples": "60",
+        "stable": "30",
+        "unstable": "15",
+        "unknown": "15",
+        "ceiling": "0.500",
     }
 
 
@@ -289,9 +312,7 @@ def test_report_file_and_plot_are_written(report_run: dict) -> None:
     assert image[..., :3].std() > 0  # not a blank canvas
 
 
-def test_newest_run_wins_and_unpaired_examples_are_left_out(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_newest_run_wins_and_unpaired_examples_are_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write_run(tmp_path, "hf", "pretrained=m", _model_samples(3, 20, HIT_RATES_BASELINE))
     newest = _model_samples(4, 24, HIT_RATES_MODEL, drop_from_runtime=4)
     _write_run(tmp_path, "hf", "pretrained=m", newest)
@@ -315,9 +336,7 @@ def _error_of(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return error
 
 
-def test_bad_input_is_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "no lm-eval sample files" in _error_of([str(tmp_path)], capsys)
     assert "not found" in _error_of([str(tmp_path / "missing")], capsys)
 
@@ -346,9 +365,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert "hold no scored samples" in _error_of(empty_run, capsys)
 
 
-def test_overlapping_run_folders_count_each_log_once(
-    run_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_overlapping_run_folders_count_each_log_once(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(run_dir), str(run_dir / "tiny__gpt2"), "--resamples", "100"]) == 0
     rows = _table(capsys.readouterr().out, "model")
     assert len(rows) == len({(r["model"], r["task"]) for r in rows}) == 8

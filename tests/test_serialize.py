@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from themisto.exceptions import InputError
-from themisto.serialize import (
+from themisto.building.prompts import (
     RUNTIME_FORMATS,
     TRUNCATION_MARK,
     RenderOptions,
@@ -16,7 +15,8 @@ from themisto.serialize import (
     render_pairs,
     render_runtime,
 )
-from themisto.tasks import Example, HistoryCell
+from themisto.building.tasks import Example, HistoryCell
+from themisto.exceptions import InputError
 from themisto.trajectory import Variable
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themisto import snapshot
-from themisto.recorder import RecordOptions, Recorder
+from themisto.recording import snapshot
+from themisto.recording.kernel import Recorder, RecordOptions
 
 
 class CountingRepr:
@@ -34,15 +34,21 @@ def test_huge_list_repr_stops_after_the_budget() -> None:
 
 
 # Quotes are left out of strings: a long string's repr is taken of a prefix, whose quote style may differ.
-_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(
-    alphabet=st.characters(blacklist_characters="'\"", blacklist_categories=("Cs",)), max_size=30
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(alphabet=st.characters(blacklist_characters="'\"", blacklist_categories=("Cs",)), max_size=30)
 )
 _nested = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=6)
-    | st.lists(inner, max_size=6).map(tuple)
-    | st.dictionaries(st.text(max_size=5), inner, max_size=6)
-    | st.frozensets(st.integers(), max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=6)
+        | st.lists(inner, max_size=6).map(tuple)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=6)
+        | st.frozensets(st.integers(), max_size=6)
+    ),
     max_leaves=40,
 )
 

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from themisto import snapshot
-from themisto.recorder import Recorder, RecordOptions
+from themisto.recording import snapshot
+from themisto.recording.kernel import Recorder, RecordOptions
 
 
 class Probe:
@@ -116,9 +116,13 @@ def test_huge_objects_are_estimated_without_walking_them() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        collections.deque([1, (2,)]), collections.deque([1], maxlen=3), collections.deque(),
-        collections.defaultdict(list, {"a": [1]}), collections.defaultdict(None),
-        collections.OrderedDict(a=1, b={"c": 2}), collections.OrderedDict(),
+        collections.deque([1, (2,)]),
+        collections.deque([1], maxlen=3),
+        collections.deque(),
+        collections.defaultdict(list, {"a": [1]}),
+        collections.defaultdict(None),
+        collections.OrderedDict(a=1, b={"c": 2}),
+        collections.OrderedDict(),
     ],
 )
 def test_collections_reprs_are_streamed_exactly(value: object) -> None:

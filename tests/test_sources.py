@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from themisto.exceptions import SourceError
-from themisto.sources import Execute, Restart, read_source, read_sources, source_files
-from themisto.sources.june import REQUIRED_COLUMNS, trajectory_ids
+from themisto.recording.sources import Execute, Restart, read_source, read_sources, source_files
+from themisto.recording.sources.june import REQUIRED_COLUMNS, trajectory_ids
 
 # --- notebooks ------------------------------------------------------------------------------
 
@@ -92,7 +92,9 @@ KERNEL_A = "aaaaaaaa-0000-4000-8000-000000000001"
 KERNEL_B = "bbbbbbbb-0000-4000-8000-000000000002"
 
 
-def _event(second: int, kernel: str, event: str, cell: str = "", source: str = "", output: Any = "", **extra: str) -> dict:
+def _event(
+    second: int, kernel: str, event: str, cell: str = "", source: str = "", output: Any = "", **extra: str
+) -> dict:
     row = {
         "action_id": str(second),
         "time": f"2024-03-01T10:{second // 60:02d}:{second % 60:02d}.000Z",
@@ -174,7 +176,9 @@ def test_clashing_kernel_prefixes_fall_back_to_indices() -> None:
 
 
 def test_log_missing_columns_names_them(tmp_path: Path) -> None:
-    rows = [{key: value for key, value in row.items() if key not in ("kernel_id", "cell_source")} for row in _log_rows()]
+    rows = [
+        {key: value for key, value in row.items() if key not in ("kernel_id", "cell_source")} for row in _log_rows()
+    ]
     with pytest.raises(SourceError, match="missing column\\(s\\) kernel_id, cell_source"):
         read_source(_write_log(rows, tmp_path / "log.csv"))
     assert set(REQUIRED_COLUMNS) <= set(_log_rows()[0])

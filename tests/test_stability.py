@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from themisto.cli import main
-from themisto.recorder import Recorder, RecordOptions
-from themisto.stability import excerpts, instability_causes
+from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.stability import excerpts, instability_causes
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory
 
 OPTIONS = RecordOptions(timeout=20)
@@ -162,7 +162,11 @@ def test_fidelity_compares_the_replay_with_the_original_log(stability_run: Stabi
     assert (exact["step"], exact["cell_id"], exact["replayed"], exact["original"]) == (1, "padded", "pad   ", "pad")
     norm = fidelity["first_divergence_norm"]
     assert (norm["step"], norm["cell_id"], norm["replayed"], norm["original"], norm["stable"]) == (
-        2, "differs", "2", "3", True
+        2,
+        "differs",
+        "2",
+        "3",
+        True,
     )
     assert stability_run.summary["overall"]["fidelity"]["norm_share"] == 0.5
     assert 'log.jsonl (normalised): step 2, cell differs (reproducible): replayed "2" vs original "3"' in (
@@ -191,10 +195,18 @@ def test_excerpts_centre_on_the_first_difference() -> None:
         (["140234", "140872"], "print(id(x))", "", ["object_id"]),
         (["1782034", "1733918"], "print(hash('a'))", "", ["hash_order"]),
         (["mean 0.51", "mean 0.48"], "print('mean', x.mean())", "", ["random"]),  # numbers only differ
-        (["/tmp/ipykernel_81/2.py:7: FutureWarning", "/tmp/ipykernel_95/2.py:7: FutureWarning"], "f()", "",
-         ["process_id"]),
-        (["FileNotFoundError: [Errno 2] No such file or directory: 'a.csv'", ""], "read_csv('a.csv')", "",
-         ["filesystem"]),
+        (
+            ["/tmp/ipykernel_81/2.py:7: FutureWarning", "/tmp/ipykernel_95/2.py:7: FutureWarning"],
+            "f()",
+            "",
+            ["process_id"],
+        ),
+        (
+            ["FileNotFoundError: [Errno 2] No such file or directory: 'a.csv'", ""],
+            "read_csv('a.csv')",
+            "",
+            ["filesystem"],
+        ),
         (["abc", "abd"], "print(np.random.rand())", "print(np.random.rand())", ["random"]),
         (["abc", "abd"], "print(np.random.rand())", "np.random.seed(0)\nprint(np.random.rand())", ["other"]),
         (["abc", "abd"], "df.sample(3, random_state=1)", "df.sample(3, random_state=1)", ["other"]),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from themisto.stats import (
+from themisto.reporting.stats import (
     EXACT_SIGN_FLIP_MAX_N,
     MCNEMAR_EXACT_BELOW,
     bootstrap_ci,
@@ -20,9 +20,7 @@ from themisto.stats import (
 )
 
 
-def _paired_scores(
-    effect: float, n: int, seed: int, noise: float = 0.15
-) -> tuple[np.ndarray, np.ndarray]:
+def _paired_scores(effect: float, n: int, seed: int, noise: float = 0.15) -> tuple[np.ndarray, np.ndarray]:
     """Scores of n examples under two conditions; the second is better by ``effect`` on average."""
     rng = np.random.default_rng(seed)
     difficulty = rng.uniform(0.2, 0.8, n)
@@ -62,7 +60,10 @@ def test_exact_sign_flip_matches_scipy_permutation_test(n: int) -> None:
     rng = np.random.default_rng(n)
     differences = np.round(rng.normal(0.3, 1.0, n), 2)
     expected = scipy_stats.permutation_test(
-        (differences,), np.sum, permutation_type="samples", n_resamples=np.inf,
+        (differences,),
+        np.sum,
+        permutation_type="samples",
+        n_resamples=np.inf,
         alternative="two-sided",
     ).pvalue
     assert sign_flip_p_value(differences) == pytest.approx(expected, abs=1e-12)
@@ -81,7 +82,10 @@ def test_monte_carlo_sign_flip_approximates_the_exact_p_value() -> None:
     rng = np.random.default_rng(7)
     differences = rng.normal(0.35, 1.0, n)
     exact = scipy_stats.permutation_test(
-        (differences,), np.sum, permutation_type="samples", n_resamples=np.inf,
+        (differences,),
+        np.sum,
+        permutation_type="samples",
+        n_resamples=np.inf,
         alternative="two-sided",
     ).pvalue
     assert 0.01 < exact < 0.5
@@ -107,9 +111,7 @@ def _binary_pairs(only_a: int, only_b: int, both: int = 7, neither: int = 5) -> 
     "only_a, only_b",
     [(0, 1), (1, 0), (3, 3), (2, 9), (0, 12), (10, 14), (12, 12), (0, 24)],
 )
-def test_mcnemar_exact_below_the_threshold_matches_scipy_binomtest(
-    only_a: int, only_b: int
-) -> None:
+def test_mcnemar_exact_below_the_threshold_matches_scipy_binomtest(only_a: int, only_b: int) -> None:
     assert only_a + only_b < MCNEMAR_EXACT_BELOW
     result = mcnemar(*_binary_pairs(only_a, only_b))
     expected = scipy_stats.binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue
@@ -118,9 +120,7 @@ def test_mcnemar_exact_below_the_threshold_matches_scipy_binomtest(
     assert result.p_value == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize(
-    "only_a, only_b", [(0, 25), (12, 13), (20, 5), (30, 10), (100, 140), (7, 60)]
-)
+@pytest.mark.parametrize("only_a, only_b", [(0, 25), (12, 13), (20, 5), (30, 10), (100, 140), (7, 60)])
 def test_mcnemar_chi_square_from_the_threshold_matches_scipy(only_a: int, only_b: int) -> None:
     result = mcnemar(*_binary_pairs(only_a, only_b))
     statistic = (abs(only_a - only_b) - 1) ** 2 / (only_a + only_b)
@@ -148,7 +148,7 @@ def test_bootstrap_is_deterministic_under_a_seed() -> None:
 def test_bootstrap_chunks_do_not_change_the_figures(monkeypatch: pytest.MonkeyPatch) -> None:
     values = np.random.default_rng(6).uniform(size=50)
     whole = bootstrap_means(values, resamples=500, seed=9)
-    monkeypatch.setattr("themisto.stats._CHUNK_CELLS", 50 * 7)  # 7 resamples per block
+    monkeypatch.setattr("themisto.reporting.stats._CHUNK_CELLS", 50 * 7)  # 7 resamples per block
     assert np.array_equal(bootstrap_means(values, resamples=500, seed=9)[:7], whole[:7])
     assert bootstrap_means(values, resamples=500, seed=9).shape == (500,)
 

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 from synthetic import synthetic_steps, write_steps
 
-from themisto.exceptions import InputError
-from themisto.tasks import (
-    TASKS,
+from themisto.building.tasks import (
     HistoryCell,
     HistoryWindow,
     SelectionOptions,
@@ -17,7 +15,9 @@ from themisto.tasks import (
     select,
     stratified_sample,
 )
+from themisto.exceptions import InputError
 from themisto.trajectory import Step, Variable
+from themisto.vocabulary import TASKS
 
 
 def step(number: int, code: str, output: str = "", runtime: dict[str, str] | None = None, **extra) -> Step:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from themisto.building.tasks import SelectionOptions, select
 from themisto.cli import main
 from themisto.exceptions import InputError, SourceError
-from themisto.outputs import render_outputs
-from themisto.sources.zenodo import import_zenodo
-from themisto.tasks import SelectionOptions, select
+from themisto.recording.outputs import render_outputs
+from themisto.recording.zenodo import import_zenodo
 from themisto.trajectory import read_trajectory
 
 

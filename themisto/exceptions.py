@@ -23,3 +23,10 @@ class SourceError(InputError):
 
 class KernelError(ThemistoError):
     """The Jupyter kernel could not be started or driven at all."""
+
+
+def short_message(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message, cut to ``limit`` characters for a one-line error."""
+    lines = str(exc).strip().splitlines()
+    line = lines[0] if lines else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -9,6 +9,7 @@ has ``restarted`` set.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -181,6 +182,23 @@ def trajectory_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         else:
             raise TrajectoryError(f"no such trajectory file or folder: {path}")
     return found
+
+
+def variable_json(variable: Variable) -> str:
+    """One variable's canonical JSON, the unit :func:`state_hash` hashes."""
+    return json.dumps(vars(variable), sort_keys=True, ensure_ascii=False)
+
+
+def state_hash(variables: list[Variable], texts: list[str] | None = None) -> str:
+    """A hash of the snapshot: equal namespaces (names, types, reprs, sizes) hash equal.
+
+    ``texts``, the variables' :func:`variable_json` if already known, spares
+    encoding unchanged variables again; the hash is that of the canonical JSON
+    list ``json.dumps([...], sort_keys=True)`` either way.
+    """
+    texts = [variable_json(variable) for variable in variables] if texts is None else texts
+    canonical = "[" + ", ".join(texts) + "]"
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
 class TrajectoryWriter:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from themisto.evaluation import load_task_dataset, unfence
-from themisto.metrics import score_sample
+from themisto.evaluation.answers import unfence
+from themisto.evaluation.data import load_task_dataset
+from themisto.evaluation.metrics import score_sample
 
 
 def load_dataset(**kwargs: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import sys
 
 from themisto import __version__
 from themisto.exceptions import ThemistoError
-from themisto.sources import one_line
+from themisto.recording.sources import one_line
 
 # The order in which subcommands appear in ``themisto --help``.
 SUBCOMMANDS = ["record", "build", "show", "import_zenodo", "eval", "report", "stability"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from themisto.serialize import RUNTIME_FORMATS, RenderOptions
-from themisto.tasks import SAMPLES, SelectionOptions
+from themisto.building.prompts import RUNTIME_FORMATS, RenderOptions
+from themisto.building.tasks import SAMPLES, SelectionOptions
 
 _SELECTION = SelectionOptions()
 _RENDER = RenderOptions()
@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import datasets
 
-    from themisto.dataset import build_dataset
+    from themisto.building.parquet import build_dataset
     from themisto.trajectory import trajectory_files
 
     datasets.disable_progress_bars()

@@ -15,8 +15,8 @@ import logging
 import sys
 import time
 
-from themisto.evaluation import DATA_ENV, GROUP, SPLITS
 from themisto.exceptions import InputError
+from themisto.vocabulary import DATA_ENV, LM_EVAL_GROUP, SPLITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--tasks",
-        default=GROUP,
-        help=f"comma-separated task or group names (default: the group {GROUP}, all four tasks)",
+        default=LM_EVAL_GROUP,
+        help=f"comma-separated task or group names (default: the group {LM_EVAL_GROUP}, all four tasks)",
     )
     parser.add_argument(
         "--limit", type=_limit, default=None, metavar="N", help="at most N examples per task (a fraction if < 1)"
@@ -89,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     """Evaluate, write lm-eval's results and samples under ``--output``, print the results table."""
     from lm_eval.utils import make_table, setup_logging
 
-    from themisto.evaluation import data_location, evaluate, short_message
+    from themisto.evaluation.data import data_location
+    from themisto.evaluation.harness import evaluate
+    from themisto.exceptions import short_message
 
     if args.verbose:
         setup_logging(logging.INFO)

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from themisto.sources.zenodo import import_zenodo
+    from themisto.recording.zenodo import import_zenodo
 
     written = import_zenodo(args.source, args.output)
     print(f"wrote {len(written)} trajectories to {args.output}")

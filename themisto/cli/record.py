@@ -3,36 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 
-from themisto.exceptions import InputError
-
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> None:
-    """``--timeout``, ``--workdir`` and ``--kernel``: how cells are run, shared by record and stability."""
-    from themisto.recorder import RecordOptions
-
-    defaults = RecordOptions()
-    parser.add_argument(
-        "--timeout", type=float, default=defaults.timeout, metavar="SECONDS",
-        help=f"interrupt a cell after this long and record a timeout step (default {defaults.timeout:g})",
-    )
-    parser.add_argument("--workdir", type=Path, default=None, metavar="DIR", help=workdir_help)
-    parser.add_argument(
-        "--kernel", default=defaults.kernel_name, metavar="NAME",
-        help=f"Jupyter kernel to run the cells in (default {defaults.kernel_name})",
-    )
+from themisto.cli.options import add_kernel_arguments, check_ranges, parse_shard, parse_size
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``record`` subcommand."""
-    from themisto.recorder import RecordOptions
+    from themisto.recording.kernel import RecordOptions
 
     defaults = RecordOptions()
     parser = subparsers.add_parser(
@@ -51,45 +30,66 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument(
-        "--resume", action="store_true",
+        "--resume",
+        action="store_true",
         help="continue existing trajectories after their last complete step, replaying earlier code",
     )
     existing.add_argument("--overwrite", action="store_true", help="replace existing trajectories")
     parser.add_argument(
-        "--max-repr-chars", type=int, default=defaults.max_repr_chars, metavar="N",
+        "--max-repr-chars",
+        type=int,
+        default=defaults.max_repr_chars,
+        metavar="N",
         help=f"cut each variable's repr to N characters (default {defaults.max_repr_chars})",
     )
     parser.add_argument(
-        "--repr-timeout", type=float, default=defaults.repr_timeout, metavar="SECONDS",
+        "--repr-timeout",
+        type=float,
+        default=defaults.repr_timeout,
+        metavar="SECONDS",
         help=f"time limit for one variable's repr/len/size in the snapshot (default {defaults.repr_timeout:g})",
     )
     parser.add_argument(
-        "--max-output-chars", type=int, default=defaults.max_output_chars, metavar="N",
+        "--max-output-chars",
+        type=int,
+        default=defaults.max_output_chars,
+        metavar="N",
         help=f"cut a step's plain-text output to N characters (default {defaults.max_output_chars})",
     )
     parser.add_argument(
-        "--max-raw-output-chars", type=int, default=defaults.max_raw_output_chars, metavar="N",
+        "--max-raw-output-chars",
+        type=int,
+        default=defaults.max_raw_output_chars,
+        metavar="N",
         help=f"budget for a step's raw nbformat outputs (default {defaults.max_raw_output_chars})",
     )
     parser.add_argument(
-        "--max-memory", metavar="SIZE",
+        "--max-memory",
+        metavar="SIZE",
         help="limit the kernel's private memory to SIZE (e.g. 512M, 2G; binary units): an allocation past it"
         " raises MemoryError in the cell, or kills the kernel, which is recorded and restarted (default: no limit)",
     )
     parser.add_argument(
-        "--max-cpu-seconds", type=int, metavar="S",
+        "--max-cpu-seconds",
+        type=int,
+        metavar="S",
         help="CPU seconds a kernel may use from its start (a restart starts afresh); past them it is killed,"
         " recorded as a dead-kernel step and restarted (default: no limit)",
     )
     parser.add_argument(
-        "--jobs", type=int, default=1, metavar="N",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
         help=(
             "record N trajectories at once, each in its own kernel and file (default 1); with any N a"
             " trajectory that fails is reported and the others still finish, then the exit status is 2"
         ),
     )
     parser.add_argument(
-        "--shard", default=None, metavar="I/N",
+        "--shard",
+        default=None,
+        metavar="I/N",
         help=(
             "record only shard I (0-based: 0 to N-1) of N, chosen by a stable hash of each trajectory id, so"
             " every trajectory falls in exactly one shard whatever the listing order; for a cluster array job"
@@ -99,41 +99,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_size(text: str) -> int:
-    """Bytes in a size such as ``2G``, ``512M``, ``1.5GiB`` or ``1000000`` (K, M, G, T are powers of 1024)."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None:
-        raise InputError(f"--max-memory {text!r} is not a size such as 512M or 2G")
-    size = int(float(match[1]) * _SIZE_UNITS[match[2].upper()])
-    if size < 1:
-        raise InputError("--max-memory must be at least 1 byte")
-    return size
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"I/N"`` as ``(I, N)``; the range of I is checked by the recorder."""
-    index, slash, count = text.partition("/")
-    if not (slash and index.strip().isdigit() and count.strip().isdigit()):
-        raise InputError(f"--shard {text!r} is not I/N with whole numbers, e.g. 0/4")
-    return int(index), int(count)
-
-
-def check_ranges(args: argparse.Namespace, positive: Iterable[str] = (), at_least_one: Iterable[str] = ()) -> None:
-    """Raise :class:`InputError` naming the flag of the first option out of range; unset (None) options pass."""
-    for name in positive:
-        if getattr(args, name) is not None and getattr(args, name) <= 0:
-            raise InputError(f"--{name.replace('_', '-')} must be positive")
-    for name in at_least_one:
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
-
-
 def run(args: argparse.Namespace) -> int:
     """Check the options, then record every source, reporting each trajectory on stderr."""
-    from themisto.recorder import RecordOptions, record_source
+    from themisto.recording.kernel import RecordOptions
+    from themisto.recording.record import record_source
 
     check_ranges(
-        args, positive=("timeout", "repr_timeout"),
+        args,
+        positive=("timeout", "repr_timeout"),
         at_least_one=("max_repr_chars", "max_output_chars", "max_raw_output_chars", "max_cpu_seconds", "jobs"),
     )
     shard = None if args.shard is None else parse_shard(args.shard)
@@ -158,7 +131,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"{trajectory_id}: failed: {error}", file=sys.stderr)
 
     record_source(
-        args.sources, args.output, options, progress=report, jobs=args.jobs,
-        shard=shard, failed=report_failure,
+        args.sources,
+        args.output,
+        options,
+        progress=report,
+        jobs=args.jobs,
+        shard=shard,
+        failed=report_failure,
     )
     return 0

@@ -22,23 +22,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument(
-        "run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+        "run_dirs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
         help="an lm-eval --output_path folder (searched recursively for samples_*.jsonl)",
     )
-    parser.add_argument(
-        "-o", "--output", type=Path, help="also write the Markdown report to this file"
-    )
-    parser.add_argument(
-        "--plot", type=Path, help="write a PNG of each metric's means with 95%% CI error bars"
-    )
-    # No defaults here: themisto.stats owns them, and importing it (numpy) at
+    parser.add_argument("-o", "--output", type=Path, help="also write the Markdown report to this file")
+    parser.add_argument("--plot", type=Path, help="write a PNG of each metric's means with 95%% CI error bars")
+    # No defaults here: themisto.reporting.stats owns them, and importing it (numpy) at
     # parser construction would slow down every themisto command.
     parser.add_argument(
-        "--resamples", type=int,
+        "--resamples",
+        type=int,
         help="bootstrap and Monte Carlo permutation resamples (default: 10,000)",
     )
     parser.add_argument(
-        "--seed", type=int,
+        "--seed",
+        type=int,
         help="random seed (0 or more) of the resampling; same seed, same figures (default: 0)",
     )
     parser.set_defaults(func=run)
@@ -46,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report, print it, and write the requested files."""
-    from themisto.report import build_report, plot_report, render_markdown
+    from themisto.reporting.analysis import build_report
+    from themisto.reporting.markdown import render_markdown
+    from themisto.reporting.plot import plot_report
 
     if args.resamples is not None and args.resamples < 1:
         raise InputError(f"--resamples must be at least 1, got {args.resamples}")

@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from themisto.dataset import find_pair
+    from themisto.building.lookup import find_pair
 
     pair = find_pair(args.data, args.config, args.example_id)
     rule = "=" * 72

@@ -9,9 +9,9 @@ from pathlib import Path
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``stability`` subcommand."""
-    from themisto.cli.record import add_kernel_arguments
-    from themisto.recorder import RecordOptions
-    from themisto.stability import CAUSES
+    from themisto.cli.options import add_kernel_arguments
+    from themisto.recording.kernel import RecordOptions
+    from themisto.recording.stability import CAUSES
 
     defaults = RecordOptions()
     parser = subparsers.add_parser(
@@ -29,11 +29,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("trajectories", nargs="+", metavar="TRAJECTORY", help="trajectory .jsonl file or folder")
     parser.add_argument(
-        "--runs", type=int, default=2, metavar="K",
+        "--runs",
+        type=int,
+        default=2,
+        metavar="K",
         help="re-executions per trajectory, each in a fresh kernel, compared with the recording (default 2)",
     )
     parser.add_argument(
-        "-o", "--output", type=Path, metavar="DIR",
+        "-o",
+        "--output",
+        type=Path,
+        metavar="DIR",
         help=(
             "write annotated copies of the trajectories (same file names, replacing files of those names)"
             " and stability.json here; without it only the table is printed"
@@ -43,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         parser, "kernel working directory, e.g. the notebooks' folder for relative data paths (default: current)"
     )
     parser.add_argument(
-        "--max-output-chars", type=int, default=defaults.max_output_chars, metavar="N",
+        "--max-output-chars",
+        type=int,
+        default=defaults.max_output_chars,
+        metavar="N",
         help=(
             "cut each re-executed output to N characters; use the value the trajectories were recorded with"
             f" (default {defaults.max_output_chars}, the recorder's)"
@@ -54,9 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Re-execute, print the table, and write the annotated trajectories and summary."""
-    from themisto.cli.record import check_ranges
-    from themisto.recorder import RecordOptions
-    from themisto.stability import SUMMARY_FILE, check_stability, render_table
+    from themisto.cli.options import check_ranges
+    from themisto.recording.kernel import RecordOptions
+    from themisto.recording.stability import SUMMARY_FILE, check_stability, render_table
 
     check_ranges(args, positive=("timeout",), at_least_one=("max_output_chars",))
     options = RecordOptions(

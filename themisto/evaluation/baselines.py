@@ -33,20 +33,18 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import postprocess_generated_text
 
 from themisto.exceptions import InputError
+from themisto.vocabulary import EMPTY_BASELINE, NEXT_CELL_TASK, OUTPUT_TASK, REPEAT_LAST_BASELINE, REPR_ECHO_BASELINE
 
 if TYPE_CHECKING:
     from lm_eval.api.instance import Instance
-
-OUTPUT_TASK_PREFIX = "themisto_output"
-NEXT_CELL_TASK_PREFIX = "themisto_next_cell"
 
 
 def is_next_cell_task(task_name: str | None) -> bool:
     """Whether a request belongs to next-cell prediction (else output prediction)."""
     name = task_name or ""
-    if name.startswith(NEXT_CELL_TASK_PREFIX):
+    if name.startswith(NEXT_CELL_TASK):
         return True
-    if name.startswith(OUTPUT_TASK_PREFIX):
+    if name.startswith(OUTPUT_TASK):
         return False
     raise InputError(f"Themisto baselines only answer Themisto tasks, not {task_name!r}")
 
@@ -79,9 +77,7 @@ def ends_with_semicolon(code: str) -> bool:
     return bool(meaningful) and meaningful[-1].string == ";"
 
 
-_LAYOUT_TOKENS = {
-    tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER
-}
+_LAYOUT_TOKENS = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
 
 
 class _Baseline(LM):
@@ -125,21 +121,21 @@ class _Baseline(LM):
         raise InputError(f"{self.name} only generates text: it cannot score loglikelihood tasks")
 
 
-@register_model("themisto-empty")
+@register_model(EMPTY_BASELINE)
 class EmptyBaseline(_Baseline):
     """Always predicts the empty string."""
 
-    name = "themisto-empty"
+    name = EMPTY_BASELINE
 
     def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
         return ""
 
 
-@register_model("themisto-repeat-last")
+@register_model(REPEAT_LAST_BASELINE)
 class RepeatLastBaseline(_Baseline):
     """Predicts the last history cell: its code (next cell) or its output (output prediction)."""
 
-    name = "themisto-repeat-last"
+    name = REPEAT_LAST_BASELINE
 
     def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
         history = doc["history"]
@@ -148,11 +144,11 @@ class RepeatLastBaseline(_Baseline):
         return history[-1]["code" if next_cell else "output"]
 
 
-@register_model("themisto-repr-echo")
+@register_model(REPR_ECHO_BASELINE)
 class ReprEchoBaseline(_Baseline):
     """Predicts the recorded repr of the runtime variable the target cell displays."""
 
-    name = "themisto-repr-echo"
+    name = REPR_ECHO_BASELINE
 
     def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
         if next_cell:

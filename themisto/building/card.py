@@ -1,83 +1,20 @@
-"""The Hugging Face ``datasets`` builder of Themisto, and its materialisation as Parquet + card.
-
-:class:`ThemistoBuilder` is a ``GeneratorBasedBuilder`` with five configs:
-
-- ``trajectories``: the raw steps, one split ``full``;
-- ``output_prediction`` / ``output_prediction_runtime`` and
-  ``next_cell_prediction`` / ``next_cell_prediction_runtime``: the task
-  examples without / with the runtime block, splits ``test`` (the sample) and
-  ``full`` (every eligible example).
-
-``datasets`` 4 and later refuse loading scripts, so :func:`build_dataset`
-writes every split as ``<folder>/<config>/<split>.parquet`` plus a ``README.md``
-dataset card whose YAML ``configs:`` block names those files.
-``datasets.load_dataset(folder, config, split=...)`` then reads the folder as
-it is, locally or after ``push_to_hub``.
-
-Both the builder and :func:`build_dataset` take their rows from
-:func:`themisto.tables.iter_tables`. The builder is the definition of the
-configs (names, features, splits) that ``datasets`` understands; it generates
-one config and split per pass and re-encodes every row in Python, so
-:func:`build_dataset` does not run it: it reads the trajectories once more
-after selection and streams the Arrow tables of all nine splits straight into
-``pyarrow`` Parquet writers with the configs' own schemas (``load_dataset``
-sees the same features), in row groups of a fixed number of rows.
-
-A build is byte-for-byte reproducible from the same trajectories and options:
-rows come out in trajectory-file order, the sample is drawn with a seeded
-``random.Random``, floats are copied from the JSON unchanged, row groups have
-fixed sizes, and neither the Parquet metadata nor the card holds a timestamp
-or an absolute path.
-"""
+"""The dataset card of a build: YAML metadata the Hub and ``load_dataset`` read, then prose for a reader."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from themisto.building.prompts import RenderOptions
+from themisto.building.tables import config_splits
+from themisto.building.tasks import Selection, SelectionOptions
 from themisto.exceptions import InputError
-from themisto.serialize import RenderOptions
-from themisto.tables import (
-    BATCH_ROWS,
-    CONFIG_NAMES,
-    RUNTIME_SUFFIX,
-    TASK_CONFIGS,
-    TASK_FEATURES,
-    TASK_SPLITS,
-    TRAJECTORIES,
-    TRAJECTORY_FEATURES,
-    config_features,
-    config_splits,
-    iter_tables,
-)
-from themisto.tasks import TASKS, Selection, SelectionOptions, example_id, select
+from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, SPLITS
 
-__all__ = [
-    "CONFIG_NAMES",
-    "RUNTIME_SUFFIX",
-    "TASK_CONFIGS",
-    "TASK_FEATURES",
-    "TRAJECTORIES",
-    "TRAJECTORY_FEATURES",
-    "BuildSummary",
-    "ExamplePair",
-    "ThemistoBuilder",
-    "build_dataset",
-    "config_splits",
-    "dataset_card",
-    "find_pair",
-    "parquet_path",
-    "read_build_options",
-]
+if TYPE_CHECKING:
+    from themisto.building.parquet import BuildSummary
 
 BUILD_OPTIONS_KEY = "themisto_build"  # card YAML key holding the options of the build
 
@@ -87,196 +24,6 @@ CITATION = """@article{grotov2025themisto,
   journal = {arXiv preprint arXiv:2504.12365},
   year    = {2025}
 }"""
-
-
-@dataclass
-class ThemistoConfig(datasets.BuilderConfig):
-    """A Themisto config (its name says the task and runtime variant) and the inputs and options of the build."""
-
-    trajectories: tuple[str, ...] = ()  # trajectory JSONL files, in build order
-    selection: SelectionOptions = field(default_factory=SelectionOptions)
-    render: RenderOptions = field(default_factory=RenderOptions)
-
-
-def _config(name: str) -> ThemistoConfig:
-    if name == TRAJECTORIES:
-        return ThemistoConfig(name=name, description="Raw trajectory steps.")
-    what = "with the runtime state before the step" if name.endswith(RUNTIME_SUFFIX) else "without runtime state"
-    return ThemistoConfig(name=name, description=f"{name.removesuffix(RUNTIME_SUFFIX)}, {what}.")
-
-
-class ThemistoBuilder(datasets.GeneratorBasedBuilder):
-    """Builds the Themisto configs from trajectory JSONL files."""
-
-    BUILDER_CONFIG_CLASS = ThemistoConfig
-    BUILDER_CONFIGS = [_config(name) for name in CONFIG_NAMES]
-    DEFAULT_CONFIG_NAME = "output_prediction"
-    config: ThemistoConfig
-
-    def _info(self) -> datasets.DatasetInfo:
-        return datasets.DatasetInfo(
-            description=self.config.description,
-            features=config_features(self.config.name),
-            citation=CITATION,
-            homepage="https://arxiv.org/abs/2504.12365",
-        )
-
-    def _split_generators(self, dl_manager: datasets.DownloadManager) -> list[datasets.SplitGenerator]:
-        splits = config_splits(self.config.name)
-        return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split}) for split in splits]
-
-    def _generate_examples(self, split: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        paths = [Path(p) for p in self.config.trajectories]
-        chosen = select(paths, self.config.selection)
-        for piece in iter_tables(paths, chosen, self.config.selection.max_context_chars, self.config.render):
-            if piece.config == self.config.name and piece.split == split:
-                for row in piece.table.to_pylist():
-                    yield example_id(row["trajectory_id"], row["step"]), row
-
-
-@dataclass
-class BuildSummary:
-    """What a build produced: the selection, the options and the row counts per config and split."""
-
-    selection: Selection
-    selection_options: SelectionOptions
-    render_options: RenderOptions
-    rows: dict[str, dict[str, int]]
-    trajectory_files: list[str]  # file names only, so the card does not depend on where inputs lie
-
-
-def parquet_path(folder: Path, config: str, split: str) -> Path:
-    """Where a build puts one split of one config."""
-    return Path(folder) / config / f"{split}.parquet"
-
-
-class _SplitWriter:
-    """One split's Parquet file, in row groups of exactly ``BATCH_ROWS`` rows (the last one shorter).
-
-    Fixed row groups keep the bytes independent of how the input was batched.
-    zstd rather than the default snappy: a third of the size for the same CPU time
-    (each prompt repeats its history), and every Parquet reader `datasets` uses has it.
-    """
-
-    def __init__(self, path: Path, schema: pa.Schema) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = pq.ParquetWriter(path, schema, compression="zstd")
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
-        self.rows = 0
-
-    def write(self, table: pa.Table) -> None:
-        self._pending.append(table)
-        self._pending_rows += len(table)
-        if self._pending_rows >= BATCH_ROWS:
-            self._flush(final=False)
-
-    def _flush(self, final: bool) -> None:
-        table = pa.concat_tables(self._pending)
-        whole = len(table) if final else len(table) - len(table) % BATCH_ROWS
-        if whole:
-            self._writer.write_table(table.slice(0, whole), row_group_size=BATCH_ROWS)
-            self.rows += whole
-        rest = table.slice(whole)
-        self._pending, self._pending_rows = ([rest] if len(rest) else []), len(rest)
-
-    def close(self) -> int:
-        """Write what is pending, close the file and return its row count."""
-        if self._pending:
-            self._flush(final=True)
-        self._writer.close()
-        return self.rows
-
-
-def build_dataset(
-    trajectories: Sequence[str | Path],
-    out_dir: str | Path,
-    selection: SelectionOptions | None = None,
-    render: RenderOptions | None = None,
-    license_id: str = "apache-2.0",
-) -> BuildSummary:
-    """Write every config of ``trajectories`` as Parquet plus a dataset card into ``out_dir``.
-
-    Two passes over the input: selection reads and validates every step (so bad
-    input fails before any rendering), then one pass renders and writes all splits.
-    Files are staged next to ``out_dir`` and moved in only when complete.
-    """
-    selection = selection or SelectionOptions()
-    render = render or RenderOptions()
-    out_dir = Path(out_dir)
-    paths = [Path(p) for p in trajectories]
-    chosen = select(paths, selection)
-    for task, ids in chosen.tasks.items():
-        if not ids.full:
-            raise InputError(
-                f"no eligible {task} examples among {chosen.steps} steps ({chosen.errors} exceptions); "
-                "see --include-errors, --quantile and --stable-only"
-            )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    # staged in the same file system as out_dir, so moving the result in is a rename, not a copy
-    with tempfile.TemporaryDirectory(prefix=".themisto-build-", dir=out_dir.parent) as tmp:
-        staged = Path(tmp)
-        writers = {
-            (config, split): _SplitWriter(parquet_path(staged, config, split), config_features(config).arrow_schema)
-            for config in CONFIG_NAMES
-            for split in config_splits(config)
-        }
-        try:
-            for piece in iter_tables(paths, chosen, selection.max_context_chars, render):
-                writers[piece.config, piece.split].write(piece.table)
-        finally:
-            counts = {key: writer.close() for key, writer in writers.items()}
-        rows = {config: {split: counts[config, split] for split in config_splits(config)} for config in CONFIG_NAMES}
-        summary = BuildSummary(chosen, selection, render, rows, [p.name for p in paths])
-        showcase = _showcase_row(parquet_path(staged, "output_prediction" + RUNTIME_SUFFIX, "test"))
-        (staged / "README.md").write_text(dataset_card(summary, license_id, showcase), encoding="utf-8")
-        _replace_build(staged, out_dir)
-    return summary
-
-
-def _showcase_row(path: Path) -> dict[str, Any] | None:
-    """The first row of a runtime split whose state has variables (else its first row)."""
-    rows = pq.read_table(path, columns=["example_id", "runtime_text", "runtime"]).to_pylist()
-    return next((row for row in rows if row["runtime"]), rows[0] if rows else None)
-
-
-def _replace_build(staged: Path, out_dir: Path) -> None:
-    """Move a finished build into ``out_dir``, replacing only the files a build owns."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for config in CONFIG_NAMES:
-        shutil.rmtree(out_dir / config, ignore_errors=True)
-        shutil.move(str(staged / config), str(out_dir / config))
-    shutil.move(str(staged / "README.md"), str(out_dir / "README.md"))
-
-
-@dataclass
-class ExamplePair:
-    """The two rows of one example: without (``plain``) and with (``runtime``) the runtime block."""
-
-    task: str
-    example_id: str
-    split: str
-    plain: dict[str, Any]
-    runtime: dict[str, Any]
-
-
-def find_pair(folder: str | Path, config: str, example_id: str) -> ExamplePair:
-    """Both rows of ``example_id`` in a built dataset, looked up in ``test`` first, then ``full``."""
-    task = config.removesuffix(RUNTIME_SUFFIX)
-    if task not in TASKS:
-        raise InputError(f"unknown config {config!r}; expected one of {', '.join(TASK_CONFIGS)}")
-    if not (Path(folder) / "README.md").is_file():
-        raise InputError(f"{folder} is not a built dataset folder (no README.md); run `themisto build` first")
-    for split in TASK_SPLITS:
-        rows = []
-        for name in (task, task + RUNTIME_SUFFIX):
-            path = parquet_path(Path(folder), name, split)
-            if not path.is_file():
-                raise InputError(f"{path} is missing; rebuild the dataset")
-            rows.append(pq.read_table(path, filters=[("example_id", "=", example_id)]).to_pylist())
-        if rows[0] and rows[1]:
-            return ExamplePair(task, example_id, split, rows[0][0], rows[1][0])
-    raise InputError(f"no example {example_id!r} in {task} (ids look like <trajectory_id>/<step>)")
 
 
 def _size_category(rows: int) -> str:
@@ -308,7 +55,7 @@ def _card_yaml(summary: BuildSummary, license_id: str) -> str:
     ]
     for config in CONFIG_NAMES:
         lines.append(f"- config_name: {config}")
-        if config == ThemistoBuilder.DEFAULT_CONFIG_NAME:
+        if config == DEFAULT_CONFIG:
             lines.append("  default: true")
         lines.append("  data_files:")
         for split in config_splits(config):
@@ -345,7 +92,7 @@ def dataset_card(summary: BuildSummary, license_id: str, showcase: dict[str, Any
     """
     sel, opts, render = summary.selection, summary.selection_options, summary.render_options
     count_rows = "\n".join(
-        f"| `{config}` | " + " | ".join(str(summary.rows[config].get(split, "—")) for split in TASK_SPLITS) + " |"
+        f"| `{config}` | " + " | ".join(str(summary.rows[config].get(split, "—")) for split in SPLITS) + " |"
         for config in CONFIG_NAMES
     )
     strata = "\n".join(

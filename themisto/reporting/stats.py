@@ -76,9 +76,7 @@ def _chunk_rows(n: int) -> int:
     return max(1, _CHUNK_CELLS // max(n, 1))
 
 
-def bootstrap_means(
-    values: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
-) -> np.ndarray:
+def bootstrap_means(values: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> np.ndarray:
     """The means of ``resamples`` bootstrap resamples (with replacement, same size)."""
     data = _as_vector(values)
     n = len(data)
@@ -136,9 +134,7 @@ def paired_bootstrap_ci(
     return bootstrap_ci(differences, confidence=confidence, resamples=resamples, seed=seed)
 
 
-def sign_flip_p_value(
-    differences: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
-) -> float:
+def sign_flip_p_value(differences: ArrayLike, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> float:
     """Two-sided paired permutation p-value of ``mean(differences) != 0``.
 
     Under the null hypothesis each difference is as likely to have the opposite
@@ -204,9 +200,7 @@ def mcnemar(a: ArrayLike, b: ArrayLike) -> McNemarResult:
     return McNemarResult(only_a, only_b, statistic, math.erfc(math.sqrt(statistic / 2.0)), "chi2")
 
 
-def minimum_detectable_effect(
-    differences: ArrayLike, *, alpha: float = 0.05, power: float = 0.8
-) -> float:
+def minimum_detectable_effect(differences: ArrayLike, *, alpha: float = 0.05, power: float = 0.8) -> float:
     """Smallest true mean paired difference detected with the given power.
 
     Normal approximation for a two-sided paired test at level ``alpha``:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import SourceError
-from themisto.outputs import joined_text, render_outputs
+from themisto.recording.outputs import joined_text, render_outputs
 from themisto.trajectory import Step, step_from_dict, write_trajectory
 
 RECORD_ID = "14861889"
@@ -86,7 +86,7 @@ def _check_fields(record: Any, where: str) -> None:
 def _output_and_error(raw: Any) -> tuple[str, dict[str, str] | None]:
     """Plain text of a published output field (text or nbformat outputs) and the error it shows, if any.
 
-    nbformat outputs are rendered by :func:`themisto.outputs.render_outputs`, as the recorder renders them.
+    nbformat outputs are rendered by :func:`themisto.recording.outputs.render_outputs`, as the recorder renders them.
     """
     if raw is None:
         return "", None

@@ -2,7 +2,7 @@
 
 The notebook's code runs only inside the kernel subprocess, started in the
 chosen working directory with credentials removed from its environment. The
-runtime snapshot (see :mod:`themisto.snapshot`) rides on each cell's own
+runtime snapshot (see :mod:`themisto.recording.snapshot`) rides on each cell's own
 execute request as a ``user_expression``, evaluated after the cell without a
 second round trip; ipykernel skips user expressions when the cell raises, so
 after an error a silent execution takes it instead. Either way the user's
@@ -16,24 +16,21 @@ and the next step is marked ``restarted``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from themisto import snapshot
-from themisto.outputs import joined_text, render_outputs
-from themisto.exceptions import InputError, KernelError, SourceError, ThemistoError
-from themisto.sources import Execute, SourceTrajectory, read_sources
-from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
+from themisto.exceptions import InputError, KernelError
+from themisto.recording import snapshot
+from themisto.recording.environment import check_kernel, kernel_environment, limited_kernel_manager
+from themisto.recording.outputs import OutputCollector, cap_text, render_outputs, scrub
+from themisto.trajectory import Step, Variable, state_hash, variable_json
 
 log = logging.getLogger(__name__)
 
@@ -42,18 +39,8 @@ POLL_INTERVAL = 0.2
 # Seconds a kernel gets to answer an interrupt before it is declared wedged and restarted.
 INTERRUPT_GRACE = 5.0
 KERNEL_START_TIMEOUT = 60.0
-TRUNCATION_MARKER = "\n... [output truncated: {length} characters in all]"
 # The ``ename`` of a step whose kernel died or ignored the interrupt; the recorder has restarted it.
 DEAD_KERNEL_ERROR = "DeadKernelError"
-
-# Environment variables whose name contains one of these words (split on "_") are
-# credentials and never reach the kernel: AWS_SECRET_ACCESS_KEY, HF_TOKEN, ...
-CREDENTIAL_WORDS = frozenset(
-    {"KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS",
-     "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "PRIVATE"}
-)
-# Words that are credentials even inside a longer word (GITHUBTOKEN, DBPASSWORD).
-CREDENTIAL_FRAGMENTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIAL")
 
 
 @dataclass
@@ -69,170 +56,9 @@ class RecordOptions:
     max_raw_output_chars: int = 1_000_000  # budget for the raw nbformat outputs of one step
     resume: bool = False  # continue an existing trajectory file after its last complete step
     overwrite: bool = False  # replace an existing trajectory file (resume takes precedence)
-    # Resource limits of the kernel process (see themisto.kernel_launcher); None: unlimited.
+    # Resource limits of the kernel process (see themisto.recording.launcher); None: unlimited.
     max_memory: int | None = None  # bytes of private writable memory (RLIMIT_DATA)
     max_cpu_seconds: int | None = None  # CPU seconds from kernel start to its restart (RLIMIT_CPU)
-
-
-def cap_text(text: str, max_chars: int, length: int | None = None) -> tuple[str, bool]:
-    """Cut ``text`` to ``max_chars`` plus a marker naming the original ``length``."""
-    length = len(text) if length is None else length
-    if length <= max_chars:
-        return text, False
-    return text[:max_chars] + TRUNCATION_MARKER.format(length=length), True
-
-
-class OutputCollector:
-    """Accumulate a cell's iopub outputs as nbformat outputs within a character budget.
-
-    Streams are merged like a notebook front end does; past the budget stream
-    text is dropped (and counted, so the original length is known), and rich
-    data values that do not fit are dropped and named in the output's metadata.
-    """
-
-    def __init__(self, budget: int) -> None:
-        self.outputs: list[dict[str, Any]] = []
-        self.budget = budget
-        self.dropped_chars = 0
-        # newlines ending the dropped text: render_outputs strips them, so they are no part of the length
-        self.dropped_trailing_newlines = 0
-        self._clear_pending = False
-
-    def add(self, msg: dict[str, Any]) -> None:
-        import nbformat
-
-        kind = msg["msg_type"]
-        if kind == "clear_output":
-            if msg["content"].get("wait"):
-                self._clear_pending = True
-            else:
-                self.outputs.clear()
-            return
-        if kind not in ("stream", "display_data", "execute_result", "error"):
-            return
-        if self._clear_pending:
-            self.outputs.clear()
-            self._clear_pending = False
-        output = _scrub(dict(nbformat.v4.output_from_msg(msg)))
-        if kind == "stream":
-            self._add_stream(output)
-        else:
-            self.outputs.append(self._fit(output))
-
-    def _add_stream(self, output: dict[str, Any]) -> None:
-        text = output["text"]
-        room = max(self.budget, 0)
-        kept = text[:room]
-        dropped = text[len(kept):]
-        if dropped:
-            self.dropped_chars += len(dropped)
-            stripped = dropped.rstrip("\n")
-            trailing = len(dropped) - len(stripped)
-            self.dropped_trailing_newlines = trailing if stripped else self.dropped_trailing_newlines + trailing
-        self.budget -= len(kept)
-        if not kept:
-            return
-        last = self.outputs[-1] if self.outputs else None
-        if last is not None and last["output_type"] == "stream" and last["name"] == output["name"]:
-            last["text"] += kept
-        else:
-            output["text"] = kept
-            self.outputs.append(output)
-
-    def _fit(self, output: dict[str, Any]) -> dict[str, Any]:
-        data = output.get("data")
-        if isinstance(data, dict):
-            dropped = {}
-            for mime in sorted(data, key=lambda m: m == "text/plain"):  # text/plain is kept last
-                size = len(json.dumps(data[mime]))
-                if size > self.budget:
-                    dropped[mime] = size
-                    if mime == "text/plain":
-                        self.dropped_chars += len(joined_text(data[mime]))
-                    del data[mime]
-                else:
-                    self.budget -= size
-            if dropped:
-                output.setdefault("metadata", {})["themisto_dropped"] = dropped
-        elif output["output_type"] == "error":
-            size = sum(len(line) for line in output.get("traceback", []))
-            if size > self.budget:
-                output["traceback"] = []
-            else:
-                self.budget -= size
-        return output
-
-
-def _scrub(value: Any) -> Any:
-    """Replace text UTF-8 cannot encode, recursively, so every step serialises."""
-    if isinstance(value, str):
-        return snapshot.clean_text(value)
-    if isinstance(value, list):
-        return [_scrub(item) for item in value]
-    if isinstance(value, dict):
-        return {str(key): _scrub(item) for key, item in value.items()}
-    return value
-
-
-# --- kernel environment ---------------------------------------------------------------------
-
-
-def is_credential(name: str) -> bool:
-    """Whether an environment variable name looks like it holds a secret."""
-    upper = name.upper()
-    words = set(re.split(r"[^A-Z0-9]+", upper))
-    return bool(words & CREDENTIAL_WORDS) or any(fragment in upper for fragment in CREDENTIAL_FRAGMENTS)
-
-
-def kernel_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The recording process's environment without credentials, for the untrusted kernel."""
-    return {name: value for name, value in environ.items() if not is_credential(name)}
-
-
-def kernel_specs() -> Any:
-    """A kernel spec manager on which ``python3`` is always this interpreter's ipykernel.
-
-    A ``python3`` kernel.json in a user's Jupyter folder may point at another
-    Python; the recorder must run the environment it is installed in, so CI on
-    a fresh machine and a developer's laptop record with the same packages.
-    """
-    from jupyter_client.kernelspec import NATIVE_KERNEL_NAME, KernelSpecManager
-
-    class InterpreterKernelSpecs(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name: str) -> Any:
-            if kernel_name == NATIVE_KERNEL_NAME:
-                from ipykernel.kernelspec import RESOURCES, get_kernel_dict
-
-                return self.kernel_spec_class(resource_dir=RESOURCES, **get_kernel_dict())
-            return super().get_kernel_spec(kernel_name)
-
-    return InterpreterKernelSpecs()
-
-
-def limited_kernel_manager(options: RecordOptions) -> Any:
-    """A kernel manager for ``options.kernel_name`` whose kernel (and its restarts) runs under the options' limits."""
-    from jupyter_client import KernelManager
-
-    from themisto.kernel_launcher import launcher_command
-
-    class LimitedKernelManager(KernelManager):
-        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-            command = super().format_kernel_cmd(extra_arguments)
-            return launcher_command(command, options.max_memory, options.max_cpu_seconds)
-
-    return LimitedKernelManager(kernel_name=options.kernel_name, kernel_spec_manager=kernel_specs())
-
-
-def check_kernel(name: str) -> None:
-    """Raise :class:`InputError` unless a Jupyter kernel spec called ``name`` is installed."""
-    from jupyter_client.kernelspec import NoSuchKernel
-
-    manager = kernel_specs()
-    try:
-        manager.get_kernel_spec(name)
-    except NoSuchKernel:
-        known = ", ".join(sorted(manager.find_kernel_specs())) or "none"
-        raise InputError(f"unknown kernel {name!r} (installed: {known})") from None
 
 
 def check_options(options: RecordOptions) -> None:
@@ -240,23 +66,6 @@ def check_options(options: RecordOptions) -> None:
     if options.workdir is not None and not Path(options.workdir).is_dir():
         raise InputError(f"working directory {options.workdir} does not exist")
     check_kernel(options.kernel_name)
-
-
-def variable_json(variable: Variable) -> str:
-    """One variable's canonical JSON, the unit :func:`state_hash` hashes."""
-    return json.dumps(vars(variable), sort_keys=True, ensure_ascii=False)
-
-
-def state_hash(variables: list[Variable], texts: list[str] | None = None) -> str:
-    """A hash of the snapshot: equal namespaces (names, types, reprs, sizes) hash equal.
-
-    ``texts``, the variables' :func:`variable_json` if already known, spares
-    encoding unchanged variables again; the hash is that of the canonical JSON
-    list ``json.dumps([...], sort_keys=True)`` either way.
-    """
-    texts = [variable_json(variable) for variable in variables] if texts is None else texts
-    canonical = "[" + ", ".join(texts) + "]"
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
 # --- the recorder ---------------------------------------------------------------------------
@@ -312,7 +121,9 @@ class Recorder:
         if not self.workdir.is_dir():
             raise InputError(f"working directory {self.workdir} does not exist")
         check_kernel(self.options.kernel_name)
-        self._manager = limited_kernel_manager(self.options)
+        self._manager = limited_kernel_manager(
+            self.options.kernel_name, self.options.max_memory, self.options.max_cpu_seconds
+        )
         try:
             self._manager.start_kernel(
                 env=kernel_environment(os.environ),
@@ -543,7 +354,7 @@ def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, 
         content = execution.reply["content"]
         if content["status"] != "error":
             return None, outputs
-        return _scrub({"ename": str(content.get("ename", "")), "evalue": str(content.get("evalue", ""))}), outputs
+        return scrub({"ename": str(content.get("ename", "")), "evalue": str(content.get("evalue", ""))}), outputs
     return error, outputs + [{"output_type": "error", "traceback": [], **error}]
 
 
@@ -565,133 +376,3 @@ def _exit_status(code: int | None) -> str:
         return f" (killed by signal {-code})"
     # SIGXCPU comes only from RLIMIT_CPU, so say which limit it was
     return f" (killed by {name}: CPU time limit reached)" if name == "SIGXCPU" else f" (killed by {name})"
-
-
-# --- trajectories ---------------------------------------------------------------------------
-
-
-def record_trajectory(source: SourceTrajectory, out_dir: Path, options: RecordOptions) -> tuple[Path, int]:
-    """Record one source trajectory to ``out_dir/<trajectory_id>.jsonl``; returns the path and new step count.
-
-    With ``options.resume`` the steps already in the file are kept: their code
-    is replayed (restarts included) to rebuild the state, then recording goes on.
-    """
-    path = Path(out_dir) / f"{source.trajectory_id}.jsonl"
-    if path.exists() and not (options.resume or options.overwrite):
-        raise InputError(f"{path} exists; pass --resume to continue it or --overwrite to replace it")
-    if path.exists() and options.overwrite and not options.resume:
-        path.unlink()
-    executions = source.executions
-    if options.resume:
-        repair_tail(path)  # an interrupted run may have left a torn last line
-    done = read_trajectory(path) if options.resume and path.exists() else []
-    _check_resumable(path, done, executions)
-    if len(done) == len(executions):
-        return path, 0
-    workdir = options.workdir or source.source.resolve().parent
-    with Recorder(trajectory_id=source.trajectory_id, workdir=Path(workdir), options=options) as recorder:
-        # the file is opened only once the kernel runs, so a failed start leaves no empty trajectory
-        with TrajectoryWriter(path) as writer:
-            for action in source.actions:
-                if not isinstance(action, Execute):
-                    recorder.restart()
-                elif recorder.next_step < len(done):
-                    recorder.replay(action.code)
-                else:
-                    writer.write(recorder.run_cell(action.code, action.cell_id, action.original_output))
-    return path, len(executions) - len(done)
-
-
-def _check_resumable(path: Path, done: list[Step], executions: list[Execute]) -> None:
-    """A resumed file must be a prefix of what the source would record."""
-    if len(done) > len(executions):
-        raise SourceError(f"{path} has {len(done)} steps but its source has only {len(executions)} executions")
-    for recorded, execution in zip(done, executions):
-        if recorded.code != snapshot.clean_text(execution.code):
-            raise SourceError(
-                f"{path}: step {recorded.step} does not match its source's code; pass --overwrite to re-record"
-            )
-
-
-def shard_of(trajectory_id: str, count: int) -> int:
-    """The 0-based shard of ``count`` a trajectory belongs to: a stable hash of its id.
-
-    A hash (not the position in a sorted listing) keeps a trajectory in the same
-    shard when other sources are added to the corpus, so a sharded ``--resume``
-    never moves work between machines; shards are balanced only on average.
-    """
-    digest = hashlib.sha256(trajectory_id.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % count
-
-
-def select_shard(sources: list[SourceTrajectory], index: int, count: int) -> list[SourceTrajectory]:
-    """The sources of the 0-based shard ``index`` of ``count``, in their given order."""
-    if not (count >= 1 and 0 <= index < count):
-        raise InputError(f"shard {index}/{count}: the index must be 0 to count-1 (shards are 0-based)")
-    return [source for source in sources if shard_of(source.trajectory_id, count) == index]
-
-
-def record_source(
-    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    out_dir: str | os.PathLike[str],
-    options: RecordOptions | None = None,
-    progress: Callable[[Path, int], None] | None = None,
-    jobs: int = 1,
-    shard: tuple[int, int] | None = None,
-    failed: Callable[[str, Exception], None] | None = None,
-) -> list[Path]:
-    """Record every trajectory of the given notebooks, logs or folders; returns the trajectory files.
-
-    All sources are read (and rejected if malformed) before any kernel starts.
-    ``jobs`` kernels run at once, each recording whole trajectories (each file
-    is written by one worker only). ``shard=(index, count)`` keeps only the
-    trajectories of the 0-based shard ``index`` of ``count`` (see
-    :func:`shard_of`). ``progress(path, new_steps)`` is called after each
-    trajectory, ``failed(trajectory_id, error)`` after each that failed; a
-    failure does not stop the others, and is raised once all have finished
-    (the error itself if it is the only one).
-    """
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    options = options or RecordOptions()
-    if jobs < 1:
-        raise InputError("jobs must be at least 1")
-    check_options(options)
-    sources = read_sources(paths)
-    if shard is not None:
-        sources = select_shard(sources, *shard)
-    written: dict[str, Path] = {}
-    errors: list[Exception] = []
-    # Threads suffice: each worker mostly waits on its kernel subprocess.
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="themisto-record") as pool:
-        futures = {pool.submit(record_trajectory, source, Path(out_dir), options): source for source in sources}
-        try:
-            for future in as_completed(futures):
-                trajectory_id = futures[future].trajectory_id
-                try:
-                    path, new_steps = future.result()
-                except Exception as exc:
-                    errors.append(exc)
-                    if failed is not None:
-                        failed(trajectory_id, exc)
-                    continue
-                written[trajectory_id] = path
-                if progress is not None:
-                    progress(path, new_steps)
-        except BaseException:  # Ctrl-C: start no further trajectory; running ones finish their steps
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-    _raise_failures(errors, len(sources))
-    return [written[source.trajectory_id] for source in sources]
-
-
-def _raise_failures(errors: list[Exception], total: int) -> None:
-    """Re-raise a lone or unexpected failure as itself; several input/kernel failures as one summary."""
-    if not errors:
-        return
-    unexpected = [error for error in errors if not isinstance(error, ThemistoError)]
-    if unexpected or len(errors) == 1:
-        raise (unexpected or errors)[0]
-    raise ThemistoError(f"{len(errors)} of {total} trajectories failed; the first: {errors[0]}")

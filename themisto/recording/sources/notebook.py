@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from themisto.exceptions import SourceError
-from themisto.outputs import joined_text
-from themisto.sources import Execute, SourceTrajectory, one_line
+from themisto.recording.outputs import joined_text
+from themisto.recording.sources import Execute, SourceTrajectory, one_line
 
 
 def read_notebook(path: Path) -> SourceTrajectory:

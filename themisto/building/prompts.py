@@ -37,8 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from themisto.building.tasks import Example, HistoryCell
 from themisto.exceptions import InputError
-from themisto.tasks import Example, HistoryCell
 from themisto.trajectory import Variable
 
 RUNTIME_FORMATS = ("text", "json", "referenced")

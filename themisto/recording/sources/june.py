@@ -23,13 +23,23 @@ from typing import Any
 
 from themisto.exceptions import SourceError
 from themisto.jsonl import iter_json_objects
-from themisto.outputs import render_outputs
-from themisto.sources import Action, Execute, Restart, SourceTrajectory, one_line
+from themisto.recording.outputs import render_outputs
+from themisto.recording.sources import Action, Execute, Restart, SourceTrajectory, one_line
 
 # The columns of a JuNE event table, in the published order; the reader needs only REQUIRED_COLUMNS.
 JUNE_COLUMNS = (
-    "action_id", "time", "session_id", "kernel_id", "notebook_name", "event",
-    "cell_index", "cell_num", "cell_type", "cell_source", "cell_output", "user_id",
+    "action_id",
+    "time",
+    "session_id",
+    "kernel_id",
+    "notebook_name",
+    "event",
+    "cell_index",
+    "cell_num",
+    "cell_type",
+    "cell_source",
+    "cell_output",
+    "user_id",
 )
 REQUIRED_COLUMNS = ("time", "kernel_id", "event", "cell_index", "cell_source", "cell_output")
 NON_CODE_CELL_TYPES = {"markdown", "raw"}

@@ -4,7 +4,7 @@
 fresh kernel (restarting it where a step is marked ``restarted``), and
 compares each step's output across the runs *and* with the recorded output.
 A step is ``stable`` when all of them are identical, ``stable_norm`` when they
-are identical after :func:`themisto.metrics.normalize_output`. The
+are identical after :func:`themisto.recording.outputs.normalize_output`. The
 determinism ceiling is the share of stable steps: no predictor, however
 perfect, can match an unstable target exactly.
 
@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError
-from themisto.metrics import MEMORY_ADDRESS, normalize_output
-from themisto.recorder import DEAD_KERNEL_ERROR, Recorder, RecordOptions, check_options
+from themisto.recording.kernel import DEAD_KERNEL_ERROR, Recorder, RecordOptions, check_options
+from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
 from themisto.trajectory import Step, read_trajectory, trajectory_files, write_trajectory
 
 SUMMARY_FILE = "stability.json"
@@ -40,8 +40,16 @@ EXCERPT_CHARS = 60  # characters of each side shown around a first divergence, a
 # --- causes of instability -----------------------------------------------------------------
 
 CAUSES = (
-    "random", "time", "date", "memory_address", "object_id", "process_id", "hash_order", "execution_count",
-    "filesystem", "other",
+    "random",
+    "time",
+    "date",
+    "memory_address",
+    "object_id",
+    "process_id",
+    "hash_order",
+    "execution_count",
+    "filesystem",
+    "other",
 )
 
 # Code that draws random numbers: the stdlib, numpy, torch, pandas/sklearn sampling, uuids, OS entropy.
@@ -245,7 +253,7 @@ def excerpts(a: str, b: str, width: int = EXCERPT_CHARS) -> tuple[str, str]:
     def cut(text: str) -> str:
         head = "…" if begin else ""
         tail = "…" if begin + width < len(text) else ""
-        return head + text[begin:begin + width] + tail
+        return head + text[begin : begin + width] + tail
 
     return cut(a), cut(b)
 
@@ -410,19 +418,32 @@ def render_table(report: StabilityReport) -> str:
     header = ("trajectory", "steps", "stable", "norm", "fidelity", "fid.norm", "causes (unstable steps)")
     rows = [header]
     for t in report.trajectories:
-        rows.append((
-            t.file, str(t.steps), _percent(_share(t.stable, t.steps)), _percent(_share(t.stable_norm, t.steps)),
-            *_fidelity_cells(t.fidelity), _causes_cell(t.causes),
-        ))
-    rows.append((
-        "ALL", str(report.steps), _percent(report.ceiling()), _percent(report.ceiling(normalised=True)),
-        *_fidelity_cells(report.fidelity()), _causes_cell(report.causes()),
-    ))
+        rows.append(
+            (
+                t.file,
+                str(t.steps),
+                _percent(_share(t.stable, t.steps)),
+                _percent(_share(t.stable_norm, t.steps)),
+                *_fidelity_cells(t.fidelity),
+                _causes_cell(t.causes),
+            )
+        )
+    rows.append(
+        (
+            "ALL",
+            str(report.steps),
+            _percent(report.ceiling()),
+            _percent(report.ceiling(normalised=True)),
+            *_fidelity_cells(report.fidelity()),
+            _causes_cell(report.causes()),
+        )
+    )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     text_columns = (0, len(header) - 1)  # names and causes are left-aligned, figures right-aligned
     lines = [
-        "  ".join(cell.ljust(w) if i in text_columns else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-        .rstrip()
+        "  ".join(
+            cell.ljust(w) if i in text_columns else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+        ).rstrip()
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -50,8 +50,19 @@ MODULE_NAME = "_themisto_snapshot"
 _STREAMED_SEQUENCES: dict[type, tuple[str, str]] = {list: ("[", "]"), tuple: ("(", ")")}
 _STREAMED_SETS: dict[type, tuple[str, str]] = {set: ("{", "}"), frozenset: ("frozenset({", "})")}
 # Builtin containers whose size estimate adds their items' sizes (all of them, or a sample of this many).
-_SIZED_CONTAINERS = frozenset({list, tuple, set, frozenset, dict, collections.deque, collections.defaultdict,
-                               collections.OrderedDict, collections.Counter})
+_SIZED_CONTAINERS = frozenset(
+    {
+        list,
+        tuple,
+        set,
+        frozenset,
+        dict,
+        collections.deque,
+        collections.defaultdict,
+        collections.OrderedDict,
+        collections.Counter,
+    }
+)
 SIZE_SAMPLE = 100
 
 
@@ -326,8 +337,9 @@ _LIBRARY_FINGERPRINTS = frozenset({"numpy", "pandas", "torch"})
 FULL_HASH_BYTES = 65_536
 ARRAY_SAMPLE = 1024
 # Exact types whose description depends on their identity alone (a subclass may add mutable state).
-_IMMUTABLE = frozenset({int, float, complex, str, bytes, bool, type(None), range, types.FunctionType,
-                        types.BuiltinFunctionType})
+_IMMUTABLE = frozenset(
+    {int, float, complex, str, bytes, bool, type(None), range, types.FunctionType, types.BuiltinFunctionType}
+)
 
 
 def _item_key(item: Any) -> tuple[int, int]:
@@ -478,7 +490,10 @@ def _cache_key(value: Any, max_repr_chars: int, timeout: float) -> Hashable | No
 
 
 def describe_namespace(
-    namespace: Mapping[str, Any], hidden: Mapping[str, Any], max_repr_chars: int, timeout: float,
+    namespace: Mapping[str, Any],
+    hidden: Mapping[str, Any],
+    max_repr_chars: int,
+    timeout: float,
     cache: DescriptionCache | None = None,
 ) -> list[dict[str, Any]]:
     """Describe every user variable of ``namespace``, reusing ``cache``'s unchanged descriptions."""

@@ -64,8 +64,8 @@ import numpy as np
 
 from themisto.exceptions import InputError
 from themisto.trajectory import Step, Variable, iter_steps
+from themisto.vocabulary import TASKS
 
-TASKS = ("output_prediction", "next_cell_prediction")
 SAMPLES = ("paper", "all")
 # Examples drawn from the target-length quartiles Q1, Q2+Q3 and Q4 (the paper's 10/180/10).
 PAPER_STRATA = (10, 180, 10)
@@ -335,9 +335,7 @@ def iter_contexts(paths: Sequence[Path], max_context_chars: int) -> Iterator[Ste
             before = step
 
 
-def iter_examples(
-    paths: Sequence[Path], task: str, ids: Iterable[str], max_context_chars: int
-) -> Iterator[Example]:
+def iter_examples(paths: Sequence[Path], task: str, ids: Iterable[str], max_context_chars: int) -> Iterator[Example]:
     """The examples of ``task`` whose ids are in ``ids``, in trajectory order."""
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")

@@ -83,11 +83,11 @@ def read_source(path: str | os.PathLike[str]) -> list[SourceTrajectory]:
     """Read a notebook or JuNE log, chosen by file suffix."""
     path = Path(path)
     if path.suffix in NOTEBOOK_SUFFIXES:
-        from themisto.sources.notebook import read_notebook
+        from themisto.recording.sources.notebook import read_notebook
 
         return [read_notebook(path)]
     if path.suffix in LOG_SUFFIXES:
-        from themisto.sources.june import read_june_log
+        from themisto.recording.sources.june import read_june_log
 
         return read_june_log(path)
     raise SourceError(

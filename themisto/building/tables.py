@@ -1,6 +1,6 @@
 """The Themisto configs as Arrow tables, built column by column in one streaming pass.
 
-:func:`iter_tables` reads the trajectories once (after :func:`themisto.tasks.select`
+:func:`iter_tables` reads the trajectories once (after :func:`themisto.building.tasks.select`
 has chosen the examples) and yields, batch after batch of steps, a table piece for
 every config and split. Rows are never encoded one by one: a batch's columns are
 collected as plain lists and turned into Arrow arrays once, and the columns the
@@ -24,17 +24,12 @@ from typing import Any, NamedTuple
 import datasets
 import pyarrow as pa
 
+from themisto.building.prompts import RenderOptions, render_pairs
+from themisto.building.tasks import Selection, StepContext, iter_contexts
 from themisto.exceptions import InputError
-from themisto.serialize import RenderOptions, render_pairs
-from themisto.tasks import TASKS, Selection, StepContext, iter_contexts
 from themisto.trajectory import Step, Variable
+from themisto.vocabulary import RUNTIME_SUFFIX, SPLITS, TASKS, TRAJECTORIES, TRAJECTORY_SPLIT, task_of_config
 
-TRAJECTORIES = "trajectories"
-RUNTIME_SUFFIX = "_runtime"
-TASK_CONFIGS = tuple(name for task in TASKS for name in (task, task + RUNTIME_SUFFIX))
-CONFIG_NAMES = (TRAJECTORIES, *TASK_CONFIGS)
-TASK_SPLITS = ("test", "full")
-TRAJECTORY_SPLIT = "full"
 # Steps per batch, and rows per Parquet row group: the `datasets` writer's default batch size.
 BATCH_ROWS = 1000
 
@@ -103,7 +98,7 @@ def config_features(config: str) -> datasets.Features:
 
 def config_splits(config: str) -> tuple[str, ...]:
     """The splits of a config: ``full`` for raw steps, ``test`` and ``full`` for a task."""
-    return (TRAJECTORY_SPLIT,) if config == TRAJECTORIES else TASK_SPLITS
+    return (TRAJECTORY_SPLIT,) if config == TRAJECTORIES else SPLITS
 
 
 def variable_row(variable: Variable) -> dict[str, Any]:
@@ -232,7 +227,7 @@ def iter_tables(
 ) -> Iterator[TablePiece]:
     """Every config and split of a build as table pieces, in trajectory order, in one pass.
 
-    ``chosen`` is the outcome of :func:`themisto.tasks.select` over the same ``paths``.
+    ``chosen`` is the outcome of :func:`themisto.building.tasks.select` over the same ``paths``.
     """
     full = {task: set(chosen.tasks[task].full) for task in TASKS}
     test = {task: set(chosen.tasks[task].test) for task in TASKS}
@@ -241,7 +236,7 @@ def iter_tables(
     examples = _TaskColumns(render)
     previous: dict[str, Any] | None = None  # the trajectory row of the previous step
     count = 0
-    for count, context in enumerate(iter_contexts(paths, max_context_chars), 1):
+    for count, context in enumerate(iter_contexts(paths, max_context_chars), 1):  # noqa: B007 (read after the loop)
         row = trajectory_row(context.step)
         if context.example_id in eligible:
             # the state before the step is the previous step's snapshot, already converted for its own row
@@ -256,9 +251,7 @@ def iter_tables(
         yield from _pieces(steps, examples, full, test)
     if count != chosen.steps:
         # e.g. a recording still appending to a file: the selection no longer describes the input
-        raise InputError(
-            f"the trajectories changed during the build ({chosen.steps} steps, then {count}); build again"
-        )
+        raise InputError(f"the trajectories changed during the build ({chosen.steps} steps, then {count}); build again")
 
 
 def _pieces(
@@ -269,7 +262,7 @@ def _pieces(
         return
     ids = examples.example_ids
     for config, table in examples.tables().items():
-        task = config.removesuffix(RUNTIME_SUFFIX)
+        task = task_of_config(config)
         in_full = [i for i, key in enumerate(ids) if key in full[task]]
         if len(in_full) < len(ids):
             table = table.take(in_full)

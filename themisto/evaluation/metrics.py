@@ -10,12 +10,11 @@ implementations (``rouge_score``, ``sacrebleu``) do.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from rapidfuzz.distance import LCSseq
 
-METRIC_NAMES = ("exact_match", "exact_match_norm", "rougeL", "chrf")
+from themisto.recording.outputs import normalize_output
 
 # rouge_score's default tokeniser lowercases, replaces every run of characters
 # outside [a-z0-9] by a space and splits. The same tokens come out, several
@@ -23,30 +22,11 @@ METRIC_NAMES = ("exact_match", "exact_match_norm", "rougeL", "chrf")
 # other character becomes "?") and a byte table blanks everything but [a-z0-9].
 _ROUGE_TOKEN_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
 _ROUGE_SEPARATORS = bytes(c if c in _ROUGE_TOKEN_BYTES else ord(" ") for c in range(256))
-MEMORY_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")  # also used to name memory addresses as a cause of instability
-_MASKED_ADDRESS = "0x?"
-_LINE_BREAK = re.compile(r"\r\n?")
 
 
 def exact_match(pred: str, ref: str) -> float:
     """1.0 when the strings are identical, character for character, else 0.0."""
     return float(pred == ref)
-
-
-def normalize_output(text: str) -> str:
-    """Canonical form compared by :func:`exact_match_norm`.
-
-    In order: ``\\r\\n`` and ``\\r`` become ``\\n``; trailing whitespace
-    (``str.rstrip``) is stripped from every line; leading and trailing
-    whitespace of the whole text is stripped; every memory address
-    ``0x[0-9a-fA-F]+`` becomes ``0x?`` (object reprs such as
-    ``<Foo object at 0x7f3a...>`` differ between runs). Inner
-    whitespace is kept: indentation and column alignment are part of an output.
-    Hex literals in outputs (``hex(255)`` prints ``0xff``) are masked too.
-    """
-    text = _LINE_BREAK.sub("\n", text)
-    text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
-    return MEMORY_ADDRESS.sub(_MASKED_ADDRESS, text)
 
 
 def exact_match_norm(pred: str, ref: str) -> float:

@@ -1,4 +1,4 @@
-"""Start a kernel under resource limits: ``python -m themisto.kernel_launcher [LIMITS] -- KERNEL_COMMAND...``.
+"""Start a kernel under resource limits: ``python -m themisto.recording.launcher [LIMITS] -- KERNEL_COMMAND...``.
 
 The recorder puts this module in front of the kernel command when a limit is
 requested. It sets the limits on its own process and then replaces itself with
@@ -26,7 +26,7 @@ import os
 import resource
 import sys
 
-MODULE = "themisto.kernel_launcher"
+MODULE = "themisto.recording.launcher"
 # Seconds past the CPU limit at which the kernel is killed if it survived SIGXCPU.
 CPU_KILL_GRACE = 1
 

@@ -1,0 +1,43 @@
+"""Look up one example of a build: both rows of a runtime/no-runtime pair, as ``themisto show`` prints them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from themisto.building.parquet import parquet_path
+from themisto.exceptions import InputError
+from themisto.vocabulary import RUNTIME_SUFFIX, SPLITS, TASK_CONFIGS, TASKS, task_of_config
+
+
+@dataclass
+class ExamplePair:
+    """The two rows of one example: without (``plain``) and with (``runtime``) the runtime block."""
+
+    task: str
+    example_id: str
+    split: str
+    plain: dict[str, Any]
+    runtime: dict[str, Any]
+
+
+def find_pair(folder: str | Path, config: str, example_id: str) -> ExamplePair:
+    """Both rows of ``example_id`` in a built dataset, looked up in ``test`` first, then ``full``."""
+    task = task_of_config(config)
+    if task not in TASKS:
+        raise InputError(f"unknown config {config!r}; expected one of {', '.join(TASK_CONFIGS)}")
+    if not (Path(folder) / "README.md").is_file():
+        raise InputError(f"{folder} is not a built dataset folder (no README.md); run `themisto build` first")
+    for split in SPLITS:
+        rows = []
+        for name in (task, task + RUNTIME_SUFFIX):
+            path = parquet_path(Path(folder), name, split)
+            if not path.is_file():
+                raise InputError(f"{path} is missing; rebuild the dataset")
+            rows.append(pq.read_table(path, filters=[("example_id", "=", example_id)]).to_pylist())
+        if rows[0] and rows[1]:
+            return ExamplePair(task, example_id, split, rows[0][0], rows[1][0])
+    raise InputError(f"no example {example_id!r} in {task} (ids look like <trajectory_id>/<step>)")

@@ -1,0 +1,15 @@
+"""Stage 3, evaluation: score models on a build through lm-evaluation-harness.
+
+In: a dataset folder or Hub id. Out: lm-eval result files and per-sample logs
+(``samples_<task>_<date>.jsonl``), which :mod:`themisto.reporting` reads.
+
+- :mod:`~themisto.evaluation.data`: where the build is found, how a config is loaded
+- :mod:`~themisto.evaluation.harness`: :func:`evaluate` and the Themisto-only task manager
+- :mod:`~themisto.evaluation.baselines`: reference predictors registered as lm-eval models
+- :mod:`~themisto.evaluation.metrics`: exact match, ROUGE-L, chrF per sample
+- :mod:`~themisto.evaluation.answers`: answer post-processing (fenced code blocks)
+"""
+
+from themisto.evaluation.harness import evaluate, task_manager
+
+__all__ = ["evaluate", "task_manager"]

@@ -1,0 +1,128 @@
+"""Run the Themisto tasks through lm-evaluation-harness from Python.
+
+Model trainers call :func:`evaluate` inside a training loop (or hand
+:func:`task_manager` to ``lm_eval.simple_evaluate`` themselves)::
+
+    from themisto.evaluation import evaluate
+    results = evaluate("hf", {"pretrained": "checkpoints/step-1000"}, limit=50,
+                       output_path="runs/step-1000")
+    results["results"]["themisto_output"]["exact_match,answer"]  # "answer": the tasks' filter
+
+The data is found as :mod:`themisto.evaluation.data` says.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from themisto.evaluation.data import check_split, data_location, tasks_path
+from themisto.exceptions import InputError
+from themisto.vocabulary import LM_EVAL_GROUP
+
+if TYPE_CHECKING:
+    from lm_eval.api.model import LM
+    from lm_eval.tasks import TaskManager
+
+# TaskManager metadata keys: lm-eval passes a task's metadata to its
+# ``custom_dataset`` loader as keywords, which is how the data choice reaches
+# utils.py; they are the parameter names of load_task_dataset.
+DATA_KEY = "themisto_data"
+SPLIT_KEY = "themisto_split"
+
+
+def task_manager(data: str | None = None, split: str = "test") -> TaskManager:
+    """An lm-eval TaskManager holding only the Themisto group and tasks.
+
+    The 14,000 built-in tasks are not indexed (``include_defaults=False``), so
+    construction takes milliseconds; ``data`` and ``split`` are resolved now,
+    so a missing dataset fails here rather than mid-evaluation.
+    """
+    from lm_eval.tasks import TaskManager
+
+    check_split(split)
+    metadata = {DATA_KEY: data_location(data), SPLIT_KEY: split}
+    return TaskManager(include_path=str(tasks_path()), include_defaults=False, metadata=metadata)
+
+
+def evaluate(
+    model: str | LM,
+    model_args: str | dict[str, Any] | None = None,
+    tasks: Sequence[str] = (LM_EVAL_GROUP,),
+    limit: int | float | None = None,
+    output_path: str | os.PathLike[str] | None = None,
+    *,
+    data: str | None = None,
+    split: str = "test",
+    **kwargs: Any,
+) -> dict[str, Any] | None:
+    """Evaluate ``model`` on Themisto tasks with ``lm_eval.simple_evaluate``; return its results.
+
+    ``model`` is an lm-eval model name (``hf``, ``vllm``, ``themisto-empty``,
+    ...) or an ``lm_eval.api.model.LM`` instance (e.g. ``HFLM(pretrained=model)``
+    wrapping the model being trained). Samples are always logged; with
+    ``output_path`` the results JSON and one ``samples_<task>_<date>.jsonl``
+    per task are written in lm-eval's own layout
+    (``output_path/<model name>/``), which ``themisto report`` reads.
+    ``kwargs`` go to ``simple_evaluate`` (``batch_size``,
+    ``apply_chat_template``, ``gen_kwargs``, ...). Returns None on the
+    non-zero ranks of a multi-process run, as ``simple_evaluate`` does.
+    """
+    import lm_eval
+    from lm_eval.loggers import EvaluationTracker
+
+    import themisto.evaluation.baselines  # noqa: F401  registers the baseline models by name
+
+    tasks = [tasks] if isinstance(tasks, str) else list(tasks)
+    manager = task_manager(data, split)
+    unknown = [name for name in tasks if name not in manager.all_tasks]
+    if unknown:
+        raise InputError(f"unknown task(s) {', '.join(unknown)} (choose from {', '.join(manager.all_tasks)})")
+    tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
+    results = lm_eval.simple_evaluate(
+        model=model,
+        model_args=model_args,
+        tasks=tasks,
+        limit=limit,
+        task_manager=manager,
+        evaluation_tracker=tracker,
+        log_samples=True,
+        **kwargs,
+    )
+    if results is not None and tracker is not None:
+        _name_run(tracker, model, model_args)
+        _save(tracker, results)
+    return results
+
+
+def _name_run(tracker: Any, model: str | LM, model_args: str | dict[str, Any] | None) -> None:
+    """Name the results folder after the model when its arguments do not name it.
+
+    lm-eval takes the name from ``pretrained=``/``model=``-like arguments and
+    falls back to a random id, which would make baseline runs unrecognisable.
+    """
+    from lm_eval.utils import sanitize_model_name
+
+    config = tracker.general_config_tracker
+    if config._get_model_name(model_args) is None:
+        config.model_name = model if isinstance(model, str) else type(model).__name__
+        config.model_name_sanitized = sanitize_model_name(config.model_name)
+
+
+def _save(tracker: Any, results: dict[str, Any]) -> None:
+    """Write results and per-task samples, failing loudly where lm-eval would only log a warning."""
+    output = Path(tracker.output_path)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{output}: cannot create the output folder: {exc.strerror}") from exc
+    samples = results["samples"]
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for task_name in results["configs"]:
+        tracker.save_results_samples(task_name=task_name, samples=samples[task_name])
+    run_dir = output / tracker.general_config_tracker.model_name_sanitized
+    date_id = getattr(tracker, "date_id", None)  # unset when lm-eval failed before naming the file
+    if date_id is None or not (run_dir / f"results_{date_id}.json").is_file():
+        raise InputError(f"{run_dir}: lm-eval could not write the results there")

@@ -1,0 +1,17 @@
+"""Stage 1, recording: drive real Jupyter kernels through notebooks and development logs.
+
+In: notebooks (``.ipynb``), JuNE event logs (``.csv``, ``.jsonl``, ``.parquet``)
+or the published Zenodo record. Out: one trajectory JSONL file per kernel
+session (:mod:`themisto.trajectory`), and, from ``themisto stability``, the
+same trajectories annotated with whether each output reproduces.
+
+- :mod:`~themisto.recording.sources`: readers that turn a notebook or a log into actions
+- :mod:`~themisto.recording.environment`: the kernel's scrubbed environment, kernel spec and limits
+- :mod:`~themisto.recording.launcher`: the process that applies the resource limits
+- :mod:`~themisto.recording.kernel`: one live kernel, its execute loop and faults as steps
+- :mod:`~themisto.recording.snapshot`: the code that describes the namespace inside the kernel
+- :mod:`~themisto.recording.outputs`: outputs collected, rendered as text, normalised
+- :mod:`~themisto.recording.record`: a whole corpus: resume, shards, a pool of kernels
+- :mod:`~themisto.recording.stability`: re-execution: determinism ceiling and replay fidelity
+- :mod:`~themisto.recording.zenodo`: the importer of the published record
+"""

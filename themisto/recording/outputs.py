@@ -1,0 +1,179 @@
+"""A cell's outputs: collected from the kernel within a budget, rendered as plain text, normalised.
+
+The recorder collects iopub messages into nbformat outputs (:class:`OutputCollector`);
+every stage that needs an output as text (the recorder, the log readers, the
+Zenodo importer) renders it with :func:`render_outputs`; and every comparison
+of two outputs (stability, ``exact_match_norm``, execution-checked scoring)
+goes through :func:`normalize_output`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from themisto.recording import snapshot
+
+TRUNCATION_MARKER = "\n... [output truncated: {length} characters in all]"
+MEMORY_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")  # also used to name memory addresses as a cause of instability
+_MASKED_ADDRESS = "0x?"
+_LINE_BREAK = re.compile(r"\r\n?")
+
+
+def render_outputs(outputs: Iterable[Any]) -> str:
+    """Plain text of nbformat outputs: streams verbatim, ``text/plain`` of results and
+    displays, ``EName: evalue`` for errors, ``<mime/type>`` for rich data without text;
+    each non-stream output on its own line, trailing newlines dropped."""
+    parts: list[str] = []
+    for output in outputs:
+        if not isinstance(output, Mapping):
+            continue
+        kind = output.get("output_type")
+        if kind == "stream":
+            parts.append(joined_text(output.get("text")))
+            continue
+        if kind in ("execute_result", "display_data"):
+            text = _rich_text(output.get("data"))
+        elif kind == "error":
+            ename, evalue = joined_text(output.get("ename")), joined_text(output.get("evalue"))
+            text = f"{ename}: {evalue}" if evalue else ename
+        else:
+            continue
+        if parts and not parts[-1].endswith("\n"):
+            parts.append("\n")
+        parts.append(text + "\n")
+    return "".join(parts).rstrip("\n")
+
+
+def joined_text(value: Any) -> str:
+    """nbformat multiline strings may be stored as lists of lines."""
+    if isinstance(value, list):
+        return "".join(str(item) for item in value)
+    return "" if value is None else str(value)
+
+
+def _rich_text(data: Any) -> str:
+    if not isinstance(data, Mapping) or not data:
+        return ""
+    if "text/plain" in data:
+        return joined_text(data["text/plain"])
+    images = [mime for mime in data if str(mime).startswith("image/")]
+    return f"<{images[0] if images else next(iter(data))}>"
+
+
+def normalize_output(text: str) -> str:
+    """Canonical form compared by :func:`exact_match_norm`.
+
+    In order: ``\\r\\n`` and ``\\r`` become ``\\n``; trailing whitespace
+    (``str.rstrip``) is stripped from every line; leading and trailing
+    whitespace of the whole text is stripped; every memory address
+    ``0x[0-9a-fA-F]+`` becomes ``0x?`` (object reprs such as
+    ``<Foo object at 0x7f3a...>`` differ between runs). Inner
+    whitespace is kept: indentation and column alignment are part of an output.
+    Hex literals in outputs (``hex(255)`` prints ``0xff``) are masked too.
+    """
+    text = _LINE_BREAK.sub("\n", text)
+    text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
+    return MEMORY_ADDRESS.sub(_MASKED_ADDRESS, text)
+
+
+def cap_text(text: str, max_chars: int, length: int | None = None) -> tuple[str, bool]:
+    """Cut ``text`` to ``max_chars`` plus a marker naming the original ``length``."""
+    length = len(text) if length is None else length
+    if length <= max_chars:
+        return text, False
+    return text[:max_chars] + TRUNCATION_MARKER.format(length=length), True
+
+
+class OutputCollector:
+    """Accumulate a cell's iopub outputs as nbformat outputs within a character budget.
+
+    Streams are merged like a notebook front end does; past the budget stream
+    text is dropped (and counted, so the original length is known), and rich
+    data values that do not fit are dropped and named in the output's metadata.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.outputs: list[dict[str, Any]] = []
+        self.budget = budget
+        self.dropped_chars = 0
+        # newlines ending the dropped text: render_outputs strips them, so they are no part of the length
+        self.dropped_trailing_newlines = 0
+        self._clear_pending = False
+
+    def add(self, msg: dict[str, Any]) -> None:
+        import nbformat
+
+        kind = msg["msg_type"]
+        if kind == "clear_output":
+            if msg["content"].get("wait"):
+                self._clear_pending = True
+            else:
+                self.outputs.clear()
+            return
+        if kind not in ("stream", "display_data", "execute_result", "error"):
+            return
+        if self._clear_pending:
+            self.outputs.clear()
+            self._clear_pending = False
+        output = scrub(dict(nbformat.v4.output_from_msg(msg)))
+        if kind == "stream":
+            self._add_stream(output)
+        else:
+            self.outputs.append(self._fit(output))
+
+    def _add_stream(self, output: dict[str, Any]) -> None:
+        text = output["text"]
+        room = max(self.budget, 0)
+        kept = text[:room]
+        dropped = text[len(kept) :]
+        if dropped:
+            self.dropped_chars += len(dropped)
+            stripped = dropped.rstrip("\n")
+            trailing = len(dropped) - len(stripped)
+            self.dropped_trailing_newlines = trailing if stripped else self.dropped_trailing_newlines + trailing
+        self.budget -= len(kept)
+        if not kept:
+            return
+        last = self.outputs[-1] if self.outputs else None
+        if last is not None and last["output_type"] == "stream" and last["name"] == output["name"]:
+            last["text"] += kept
+        else:
+            output["text"] = kept
+            self.outputs.append(output)
+
+    def _fit(self, output: dict[str, Any]) -> dict[str, Any]:
+        data = output.get("data")
+        if isinstance(data, dict):
+            dropped = {}
+            for mime in sorted(data, key=lambda m: m == "text/plain"):  # text/plain is kept last
+                size = len(json.dumps(data[mime]))
+                if size > self.budget:
+                    dropped[mime] = size
+                    if mime == "text/plain":
+                        self.dropped_chars += len(joined_text(data[mime]))
+                    del data[mime]
+                else:
+                    self.budget -= size
+            if dropped:
+                output.setdefault("metadata", {})["themisto_dropped"] = dropped
+        elif output["output_type"] == "error":
+            size = sum(len(line) for line in output.get("traceback", []))
+            if size > self.budget:
+                output["traceback"] = []
+            else:
+                self.budget -= size
+        return output
+
+
+def scrub(value: Any) -> Any:
+    """Replace text UTF-8 cannot encode, recursively, so every step serialises."""
+    if isinstance(value, str):
+        return snapshot.clean_text(value)
+    if isinstance(value, list):
+        return [scrub(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): scrub(item) for key, item in value.items()}
+    return value

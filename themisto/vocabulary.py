@@ -1,0 +1,60 @@
+"""The names every stage shares: tasks, dataset configs, splits, lm-eval tasks, baselines, metrics.
+
+Stages meet only in files (trajectory JSONL, Parquet + card, lm-eval sample
+logs); this module is the one place where the names those files use are
+spelled. It imports nothing, so the CLI can build its parser from it cheaply.
+"""
+
+from __future__ import annotations
+
+# The two tasks, each built with and without the runtime block.
+OUTPUT_PREDICTION = "output_prediction"
+NEXT_CELL_PREDICTION = "next_cell_prediction"
+TASKS = (OUTPUT_PREDICTION, NEXT_CELL_PREDICTION)
+
+# A task's config with the runtime block is its name plus this suffix.
+RUNTIME_SUFFIX = "_runtime"
+# The config of the raw trajectory steps.
+TRAJECTORIES = "trajectories"
+TASK_CONFIGS = tuple(name for task in TASKS for name in (task, task + RUNTIME_SUFFIX))
+CONFIG_NAMES = (TRAJECTORIES, *TASK_CONFIGS)
+DEFAULT_CONFIG = OUTPUT_PREDICTION
+
+# ``test``: the paper's 200-example stratified sample; ``full``: every eligible example.
+SPLITS = ("test", "full")
+TRAJECTORY_SPLIT = "full"
+
+# lm-evaluation-harness: the group and its four tasks, each reading one dataset config.
+LM_EVAL_GROUP = "themisto"
+OUTPUT_TASK = "themisto_output"
+NEXT_CELL_TASK = "themisto_next_cell"
+LM_EVAL_TASKS = {
+    OUTPUT_TASK: OUTPUT_PREDICTION,
+    OUTPUT_TASK + RUNTIME_SUFFIX: OUTPUT_PREDICTION + RUNTIME_SUFFIX,
+    NEXT_CELL_TASK: NEXT_CELL_PREDICTION,
+    NEXT_CELL_TASK + RUNTIME_SUFFIX: NEXT_CELL_PREDICTION + RUNTIME_SUFFIX,
+}
+
+# Per-sample metrics, in the order tables show them.
+METRIC_NAMES = ("exact_match", "exact_match_norm", "rougeL", "chrf")
+BINARY_METRICS = ("exact_match", "exact_match_norm")
+
+# The built-in baselines, registered as lm-eval models under these names.
+BASELINE_PREFIX = "themisto-"
+EMPTY_BASELINE = "themisto-empty"
+REPEAT_LAST_BASELINE = "themisto-repeat-last"
+REPR_ECHO_BASELINE = "themisto-repr-echo"
+BASELINES = (EMPTY_BASELINE, REPEAT_LAST_BASELINE, REPR_ECHO_BASELINE)
+
+# The environment variable naming the build to evaluate (a folder or a Hub id).
+DATA_ENV = "THEMISTO_DATA"
+
+
+def task_of_config(config: str) -> str:
+    """The task a config belongs to: ``output_prediction_runtime`` -> ``output_prediction``."""
+    return config.removesuffix(RUNTIME_SUFFIX)
+
+
+def is_runtime(name: str) -> bool:
+    """Whether a config or lm-eval task is the variant with the runtime block."""
+    return name.endswith(RUNTIME_SUFFIX)
