@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
 
-.PHONY: run test bench install clean
+.PHONY: run test lint bench install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,13 @@ run: $(STAMP)
 	done
 	$(PY) -m themisto report runs/eval -o runs/report.md --plot runs/report.png
 
-test: $(STAMP)
+# ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
+lint: $(STAMP)
+	$(PY) -m ruff check themisto tests bench lm_eval_tasks
+	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks
+	$(PY) -m mypy
+
+test: lint
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

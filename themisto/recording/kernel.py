@@ -310,7 +310,7 @@ class Recorder:
                 self._manager.interrupt_kernel()
                 deadline = time.monotonic() + INTERRUPT_GRACE
                 continue
-            ready = dict(poller.poll(min(remaining, POLL_INTERVAL) * 1000))
+            ready = dict(poller.poll(int(min(remaining, POLL_INTERVAL) * 1000)))
             if not ready:
                 if not self._manager.is_alive():
                     execution.died = True
@@ -351,6 +351,7 @@ def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, 
         # the KeyboardInterrupt our interrupt raised is the recorder's doing, not the cell's
         outputs = [o for o in outputs if not (o["output_type"] == "error" and o["ename"] == "KeyboardInterrupt")]
     else:
+        assert execution.reply is not None  # neither died, wedged nor timed out: the reply came
         content = execution.reply["content"]
         if content["status"] != "error":
             return None, outputs

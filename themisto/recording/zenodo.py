@@ -134,8 +134,10 @@ def _variables(raw: Any, where: str) -> list[dict[str, Any]]:
 
 def _shape(raw: Any) -> list[int] | None:
     """The dimensions of a published shape; None when it is missing or not all numbers."""
-    dims = [_number(d, int) for d in raw] if isinstance(raw, list) else [None]
-    return None if None in dims else dims
+    if not isinstance(raw, list):
+        return None
+    dims = [_number(d, int) for d in raw]
+    return None if None in dims else [int(d) for d in dims]
 
 
 def _number(value: Any, kind: type[int] | type[float]) -> Any:

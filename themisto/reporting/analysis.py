@@ -144,11 +144,11 @@ def _ceilings(all_samples: list[TaskSamples]) -> list[StabilityCeiling]:
         if not samples.has_stable:
             continue
         seen = stable_by_task.setdefault(samples.task, {})
-        for row, (example_id, stable) in enumerate(zip(samples.example_ids, samples.stable)):
-            seen.setdefault(example_id if example_id is not None else f"row {row}", stable)
+        for row, (example_id, flag) in enumerate(zip(samples.example_ids, samples.stable)):
+            seen.setdefault(example_id if example_id is not None else f"row {row}", flag)
     ceilings = []
-    for task, stable in stable_by_task.items():
-        flags = list(stable.values())
+    for task, by_example in stable_by_task.items():
+        flags = list(by_example.values())
         ceilings.append(
             StabilityCeiling(
                 task=task,

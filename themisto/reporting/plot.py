@@ -20,7 +20,9 @@ def plot_report(report: Report, path: Path) -> None:
     by_key = {(s.model, s.task, s.metric): s.interval for s in report.summaries}
     for ax, metric in zip(axes, report.metrics):
         for m, model in enumerate(models):
-            xs, means, errors = [], [], [[], []]
+            xs: list[float] = []
+            means: list[float] = []
+            errors: list[list[float]] = [[], []]
             for t, task in enumerate(tasks):
                 interval = by_key.get((model, task, metric))
                 if interval is None:

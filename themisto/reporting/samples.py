@@ -83,7 +83,9 @@ def _model_name(folder: Path, stamp: str | None) -> str:
     if not stamp or not results.is_file():
         return folder.name
     content = _read_json(results)
-    config = content.get("config") if isinstance(content, dict) else None
+    if not isinstance(content, dict):
+        return folder.name
+    config = content.get("config")
     if not isinstance(config, dict):
         return folder.name
     name = content.get("model_name")
