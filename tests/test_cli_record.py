@@ -80,10 +80,14 @@ def test_records_notebooks_and_logs_into_valid_trajectories(
     _log(sources / "june.jsonl")
     monkeypatch.chdir(tmp_path)  # relative paths in cells must resolve against the source's folder
     assert main(["record", str(sources), "-o", str(tmp_path / "out"), "--timeout", "20"]) == 0
+    # each trajectory beside its provenance (tests/test_provenance.py reads them)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "june-k1-sessi.jsonl",
+        "june-k1-sessi.provenance.json",
         "june-k2-sessi.jsonl",
+        "june-k2-sessi.provenance.json",
         "nb.jsonl",
+        "nb.provenance.json",
     ]
     notebook = read_trajectory(tmp_path / "out" / "nb.jsonl")
     assert [s.step for s in notebook] == [0, 1, 2, 3] and [s.cell_id for s in notebook] == ["c0", "c1", "c2", "c3"]
@@ -129,7 +133,7 @@ def test_resume_replays_restarts_and_kernel_deaths_like_the_original(tmp_path: P
     log.write_text(_june_csv(events))
     out = tmp_path / "out"
     assert main(["record", str(log), "-o", str(out)]) == 0
-    [trajectory] = out.iterdir()
+    [trajectory] = out.glob("*.jsonl")  # beside its provenance file
     original = read_trajectory(trajectory)
     lines = trajectory.read_bytes().splitlines(keepends=True)
     trajectory.write_bytes(b"".join(lines[:3]))  # stopped right after the step that killed the kernel

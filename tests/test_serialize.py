@@ -7,8 +7,8 @@ import json
 import pytest
 
 from themisto.building.prompts import (
+    PROMPT_REPR_TRUNCATION_MARK,
     RUNTIME_FORMATS,
-    TRUNCATION_MARK,
     RenderOptions,
     referenced_names,
     render_pair,
@@ -84,7 +84,7 @@ def test_text_format_shows_name_type_size_and_repr() -> None:
 @pytest.mark.parametrize("runtime_format", RUNTIME_FORMATS)
 @pytest.mark.parametrize("budget", [200, 500, 1500])
 def test_runtime_block_respects_its_budget_deterministically(runtime_format: str, budget: int) -> None:
-    options = RenderOptions(runtime_format=runtime_format, max_runtime_chars=budget, max_repr_chars=60)
+    options = RenderOptions(runtime_format=runtime_format, max_runtime_chars=budget, prompt_repr_chars=60)
     state = variables(50, repr_chars=200)
     code = ["print(" + " + ".join(v.name for v in state) + ")"]
     first = render_runtime(state, options, code, memory=10**9)
@@ -98,7 +98,7 @@ def test_runtime_block_respects_its_budget_deterministically(runtime_format: str
         assert all(len(v["repr"]) <= 60 and v["repr_truncated"] for v in payload["variables"])
     else:
         assert f"... {50 - shown} more variables not shown" in first
-        assert first.count(TRUNCATION_MARK) == shown
+        assert first.count(PROMPT_REPR_TRUNCATION_MARK) == shown
 
 
 def test_a_block_that_fits_shows_every_variable() -> None:

@@ -2,7 +2,20 @@
 
 Every error that bad input can cause derives from :class:`ThemistoError`; the
 CLI turns it into one line on stderr and exit code 2 instead of a traceback.
+
+Library errors speak the library's language: an option is named by its keyword
+(``runs``, ``resume=True``), never by a command-line flag the caller may never
+have typed. :class:`OptionError` carries the option names apart from the text,
+so the CLI can spell them as its flags (``--runs``, ``--resume``) instead.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# How an option is spelled in a message: (keyword name, value or None) -> text.
+Spelling = Callable[[str, str | None], str]
 
 
 class ThemistoError(Exception):
@@ -23,6 +36,63 @@ class SourceError(InputError):
 
 class KernelError(ThemistoError):
     """The Jupyter kernel could not be started or driven at all."""
+
+
+def keyword_spelling(name: str, value: str | None) -> str:
+    """An option as a Python caller writes it: ``runs``, or ``resume=True`` with a value."""
+    return name if value is None else f"{name}={value}"
+
+
+class OptionError(InputError):
+    """An option out of range or in conflict, named so that each caller reads its own spelling.
+
+    ``template`` is a :meth:`str.format` string whose fields are either keys of
+    ``values`` (the facts: paths, numbers) or option keyword names: ``{runs}``
+    reads ``runs`` in Python and ``--runs`` at the command line, and
+    ``{resume:True}`` reads ``resume=True`` or ``--resume`` (the format spec is
+    the option's value). ``str(error)`` is the Python spelling;
+    :meth:`render` takes another.
+    """
+
+    def __init__(self, template: str, **values: Any) -> None:
+        self.template = template
+        self.values = values
+        super().__init__(self.render(keyword_spelling))
+
+    def render(self, spelling: Spelling) -> str:
+        """The message with every option spelled by ``spelling``."""
+        return self.template.format_map(_Fields(self.values, spelling))
+
+    def prefixed(self, text: str) -> OptionError:
+        """The same error with ``text`` (literal, braces and all) in front of its message."""
+        return OptionError(text.replace("{", "{{").replace("}", "}}") + self.template, **self.values)
+
+
+class _Fields(dict[str, Any]):
+    """The values of a message, and for any other field name an option spelled on demand."""
+
+    def __init__(self, values: dict[str, Any], spelling: Spelling) -> None:
+        super().__init__(values)
+        self.spelling = spelling
+
+    def __missing__(self, name: str) -> _Option:
+        return _Option(name, self.spelling)
+
+
+class _Option:
+    """An option name in a message template; its format spec, if any, is its value."""
+
+    def __init__(self, name: str, spelling: Spelling) -> None:
+        self.name = name
+        self.spelling = spelling
+
+    def __format__(self, spec: str) -> str:
+        return self.spelling(self.name, spec or None)
+
+
+def one_line(text: object) -> str:
+    """Error text of another library (pyarrow, nbformat) on one line, so the CLI's error stays one line."""
+    return " ".join(str(text).split())
 
 
 def short_message(exc: BaseException, limit: int = 300) -> str:

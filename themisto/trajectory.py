@@ -5,15 +5,29 @@ the state of a live kernel after one cell execution: the code, its plain-text
 output, the error, timing, memory and a snapshot of the user's variables.
 The state *before* step t is the snapshot of step t-1, or empty when step t
 has ``restarted`` set.
+
+The schema is written once, as the :class:`Step` and :class:`Variable`
+dataclasses: each field's annotation is its type, its default makes it
+optional in a file, and :func:`column` adds its description (and, where the
+annotation cannot say it, its keys or storage). Everything else is derived
+from them: the validation of :func:`step_from_dict` (through
+:data:`STEP_SCHEMA` and :data:`VARIABLE_SCHEMA`), the Arrow/``datasets``
+features of the ``trajectories`` config (:mod:`themisto.building.tables`) and
+the field list of the dataset card (:mod:`themisto.building.card`). Adding a
+field is a one-place change: declare it here, with a default if older files
+lack it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import types
+import typing
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,45 +35,77 @@ from themisto.exceptions import TrajectoryError
 from themisto.jsonl import iter_json_objects
 
 SCHEMA_VERSION = 1
+_DOC = "themisto"  # the dataclass field metadata key holding a field's :class:`FieldDoc`
+
+
+@dataclass(frozen=True)
+class FieldDoc:
+    """What a field's annotation and default cannot say about it."""
+
+    description: str  # one line for the dataset card
+    required: bool | None = None  # None: required in a file exactly when the dataclass has no default
+    keys: tuple[str, ...] = ()  # an object field: its keys, each holding a string
+    as_json: bool = False  # stored in tables as JSON text, in the column ``<name>_json``: its shape varies
+
+
+def column(
+    description: str,
+    *,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+    required: bool | None = None,
+    keys: tuple[str, ...] = (),
+    as_json: bool = False,
+) -> Any:
+    """A dataclass field of the step schema, with its :class:`FieldDoc`."""
+    doc = FieldDoc(description, required, keys, as_json)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={_DOC: doc})
 
 
 @dataclass
 class Variable:
     """One user variable as the snapshot describes it."""
 
-    name: str
-    type: str  # qualified, e.g. "pandas.core.frame.DataFrame"
-    size_bytes: int | None
-    repr: str
-    repr_truncated: bool = False
-    repr_failed: bool = False  # __repr__ raised or hung: ``repr`` is a placeholder
-    shape: list[int] | None = None
-    len: int | None = None
-    size_method: str | None = None  # how size_bytes was estimated (getsizeof, nbytes, ...)
+    name: str = column("the variable's name")
+    type: str = column("qualified type, e.g. `pandas.core.frame.DataFrame`")
+    size_bytes: int | None = column("estimated size in bytes; null when unknown")
+    repr: str = column("its repr, cut to the recording's repr cap")
+    repr_truncated: bool = column("`repr` was cut", default=False)
+    repr_failed: bool = column("`__repr__` raised or hung: `repr` is a placeholder", default=False)
+    shape: list[int] | None = column("shape of an array or frame, where cheap", default=None)
+    len: int | None = column("`len()`, where cheap", default=None)
+    size_method: str | None = column("how `size_bytes` was estimated (`getsizeof`, `nbytes`, ...)", default=None)
 
 
 @dataclass
 class Step:
     """One executed cell and the kernel state right after it."""
 
-    trajectory_id: str
-    step: int
-    cell_id: str
-    code: str
-    output: str
-    error: dict[str, str] | None
-    execution_time: float
-    memory_bytes: int | None
-    runtime: list[Variable]
-    state_hash: str
-    restarted: bool = False
-    outputs: list[dict[str, Any]] = field(default_factory=list)  # raw nbformat outputs, size-capped
-    original_output: str | None = None  # output recorded in the source log, if any
-    output_truncated: bool = False
-    output_length: int | None = None  # length of the output before truncation
-    stable: bool | None = None  # output identical across re-executions (themisto stability)
-    stable_norm: bool | None = None  # identical after exact_match_norm's normalisation
-    instability: list[str] = field(default_factory=list)  # detected causes: "random", "time", ...
+    trajectory_id: str = column("the trajectory (one kernel session of a notebook or log) the step belongs to")
+    step: int = column("0-based position in execution order")
+    cell_id: str = column("the notebook cell that was executed")
+    code: str = column("the code that was executed")
+    output: str = column(
+        "plain text of the outputs: streams, `text/plain` of results and displays, `EName: evalue` for errors,"
+        " `<mime/type>` for rich data without text; cut to the recording's output cap"
+    )
+    error: dict[str, str] | None = column("the exception the cell raised, or null", keys=("ename", "evalue"))
+    execution_time: float = column("seconds the cell ran")
+    memory_bytes: int | None = column("resident memory of the kernel process after the step; null when unknown")
+    runtime: list[Variable] = column("the user's variables after the step (the snapshot)")
+    state_hash: str = column("hash of the snapshot: equal states hash equal")
+    restarted: bool = column(
+        "the kernel was restarted before this step, so the state before it is empty", default=False, required=True
+    )
+    outputs: list[dict[str, Any]] = column("the raw nbformat outputs, size-capped", default_factory=list, as_json=True)
+    original_output: str | None = column("the output the source log recorded, if any", default=None)
+    output_truncated: bool = column("`output` was cut to the cap", default=False)
+    output_length: int | None = column("length of the output before any cut", default=None)
+    stable: bool | None = column(
+        "the output was identical in every re-execution (`themisto stability`); null when unknown", default=None
+    )
+    stable_norm: bool | None = column("identical after exact-match normalisation; null when unknown", default=None)
+    instability: list[str] = column("detected causes of instability, e.g. `random`, `time`", default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,70 +114,115 @@ class Step:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
 
 
-_REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "trajectory_id": str,
-    "step": int,
-    "cell_id": str,
-    "code": str,
-    "output": str,
-    "error": (dict, type(None)),
-    "execution_time": (int, float),
-    "memory_bytes": (int, type(None)),
-    "runtime": list,
-    "state_hash": str,
-    "restarted": bool,
-}
-_VARIABLE_REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "name": str,
-    "type": str,
-    "size_bytes": (int, type(None)),
-    "repr": str,
-}
-# Fields a line may omit (they have defaults); when present they must have these types.
-_OPTIONAL: dict[str, type | tuple[type, ...]] = {
-    "outputs": list,
-    "original_output": (str, type(None)),
-    "output_truncated": bool,
-    "output_length": (int, type(None)),
-    "stable": (bool, type(None)),
-    "stable_norm": (bool, type(None)),
-    "instability": list,
-}
-_VARIABLE_OPTIONAL: dict[str, type | tuple[type, ...]] = {
-    "repr_truncated": bool,
-    "repr_failed": bool,
-    "shape": (list, type(None)),
-    "len": (int, type(None)),
-    "size_method": (str, type(None)),
-}
-_ITEM_TYPES: dict[str, type] = {"instability": str, "shape": int}  # the type of each item of these list fields
+@dataclass(frozen=True)
+class SchemaField:
+    """One field of :class:`Step` or :class:`Variable` as its declaration defines it."""
+
+    name: str
+    kind: type  # str, int, float, bool, list or dict
+    nullable: bool
+    required: bool
+    item: type | None  # a list's item type: str, int, dict or a schema dataclass
+    doc: FieldDoc
+
+    @property
+    def column(self) -> str:
+        """The field's column name in a table."""
+        return f"{self.name}_json" if self.doc.as_json else self.name
+
+
+def schema_of(cls: type) -> tuple[SchemaField, ...]:
+    """The fields of a schema dataclass, in declaration order, from their annotations and docs."""
+    hints = typing.get_type_hints(cls)
+    fields = []
+    for spec in dataclasses.fields(cls):
+        hint = hints[spec.name]
+        options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        nullable = type(None) in options
+        (kind,) = [option for option in options if option is not type(None)]
+        origin = typing.get_origin(kind) or kind
+        item = typing.get_args(kind)[0] if origin is list else None
+        doc = spec.metadata[_DOC]
+        has_default = spec.default is not dataclasses.MISSING or spec.default_factory is not dataclasses.MISSING
+        required = not has_default if doc.required is None else doc.required
+        fields.append(SchemaField(spec.name, origin, nullable, required, typing.get_origin(item) or item, doc))
+    return tuple(fields)
+
+
+STEP_SCHEMA = schema_of(Step)
+VARIABLE_SCHEMA = schema_of(Variable)
+
 _INT64 = 2**63  # the builder stores integers as Parquet int64
-_STEP_FIELDS = set(Step.__dataclass_fields__)
-_VARIABLE_FIELDS = set(Variable.__dataclass_fields__)
 
 
-def _check_fields(
-    record: Any,
-    required: dict[str, type | tuple[type, ...]],
-    what: str,
-    optional: dict[str, type | tuple[type, ...]] | None = None,
-) -> None:
+@dataclass(frozen=True)
+class _Rule:
+    """How one field of a decoded JSON object is checked, derived from its :class:`SchemaField`."""
+
+    name: str
+    kinds: tuple[type, ...]  # what isinstance must accept
+    required: bool
+    item: tuple[type, ...] | None  # a list's item kinds, checked one by one
+    keys: tuple[str, ...]  # an object's keys, each holding a string
+    record: type | None  # a list of nested schema records (the runtime's variables), built as this class
+    record_rules: tuple[_Rule, ...] = ()
+
+
+def _kinds(kind: type, nullable: bool) -> tuple[type, ...]:
+    # a float field accepts JSON integers: json.dumps(1.0) is "1.0", but another writer may write 1
+    kinds: tuple[type, ...] = (int, float) if kind is float else (kind,)
+    return kinds + (type(None),) if nullable else kinds
+
+
+def _rules(schema: tuple[SchemaField, ...]) -> tuple[_Rule, ...]:
+    rules = []
+    for field in schema:
+        item: type | None = field.item
+        record: type | None = None
+        record_rules: tuple[_Rule, ...] = ()
+        if item is not None and dataclasses.is_dataclass(item):
+            record, record_rules = item, _rules(schema_of(item))
+            item = None  # the items are checked as records, by their own rules
+        elif field.doc.as_json:
+            item = None  # JSON-stored fields hold whatever shape their producer wrote: only the list is checked
+        item_kinds = None if item is None else _kinds(item, False)
+        kinds = _kinds(field.kind, field.nullable)
+        rules.append(_Rule(field.name, kinds, field.required, item_kinds, field.doc.keys, record, record_rules))
+    return tuple(rules)
+
+
+_STEP_RULES = _rules(STEP_SCHEMA)
+
+
+def _check_fields(record: Any, rules: tuple[_Rule, ...], what: str) -> dict[str, Any]:
+    """Validate a decoded JSON object; returns its schema fields, nested records built as their classes."""
     if not isinstance(record, dict):
         raise TrajectoryError(f"{what} is {type(record).__name__}, expected an object")
-    missing = [k for k in required if k not in record]
+    missing = [rule.name for rule in rules if rule.required and rule.name not in record]
     if missing:
         raise TrajectoryError(f"{what} lacks field(s) {', '.join(missing)}")
-    present = {key: kind for key, kind in (optional or {}).items() if key in record}
-    for key, kind in {**required, **present}.items():
-        _check_value(record[key], kind, f"{what} field {key!r}")
-        if key in _ITEM_TYPES and isinstance(record[key], list):
-            for item in record[key]:
-                _check_value(item, _ITEM_TYPES[key], f"{what} field {key!r} item")
+    values = {}
+    for rule in rules:
+        if rule.name not in record:
+            continue  # optional: the dataclass default applies
+        value = values[rule.name] = record[rule.name]
+        where = f"{what} field {rule.name!r}"
+        _check_value(value, rule.kinds, where)
+        if rule.item is not None and isinstance(value, list):
+            for item in value:
+                _check_value(item, rule.item, f"{where} item")
+        if rule.keys and isinstance(value, dict):
+            _check_fields(value, tuple(_Rule(key, (str,), True, None, (), None) for key in rule.keys), where)
+        if rule.record is not None and isinstance(value, list):
+            values[rule.name] = [
+                rule.record(**_check_fields(item, rule.record_rules, f"{what} {rule.name}[{i}]"))
+                for i, item in enumerate(value)
+            ]
+    return values
 
 
-def _check_value(value: Any, kind: type | tuple[type, ...], what: str) -> None:
-    """Raise :class:`TrajectoryError` unless ``value`` has type ``kind`` and fits a Parquet column."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
+def _check_value(value: Any, kinds: tuple[type, ...], what: str) -> None:
+    """Raise :class:`TrajectoryError` unless ``value`` has one of ``kinds`` and fits a Parquet column."""
     # bool is an int subclass; a step number of True is still wrong
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise TrajectoryError(f"{what} has type {type(value).__name__}")
@@ -145,17 +236,8 @@ def _check_value(value: Any, kind: type | tuple[type, ...], what: str) -> None:
 
 
 def step_from_dict(record: Any, where: str = "step") -> Step:
-    """Validate one decoded JSON object and return it as a :class:`Step`."""
-    _check_fields(record, _REQUIRED, where, _OPTIONAL)
-    if record["error"] is not None:
-        _check_fields(record["error"], {"ename": str, "evalue": str}, f"{where} field 'error'")
-    variables = []
-    for i, var in enumerate(record["runtime"]):
-        _check_fields(var, _VARIABLE_REQUIRED, f"{where} runtime[{i}]", _VARIABLE_OPTIONAL)
-        variables.append(Variable(**{k: v for k, v in var.items() if k in _VARIABLE_FIELDS}))
-    values = {k: v for k, v in record.items() if k in _STEP_FIELDS}
-    values["runtime"] = variables
-    return Step(**values)
+    """Validate one decoded JSON object and return it as a :class:`Step`; unknown fields are ignored."""
+    return Step(**_check_fields(record, _STEP_RULES, where))
 
 
 def iter_steps(path: str | os.PathLike[str]) -> Iterator[Step]:

@@ -1,4 +1,4 @@
-"""The names every stage shares: tasks, dataset configs, splits, lm-eval tasks, baselines, metrics.
+"""The names every stage shares: tasks, dataset configs, splits, lm-eval tasks, baselines, metrics, causes.
 
 Stages meet only in files (trajectory JSONL, Parquet + card, lm-eval sample
 logs); this module is the one place where the names those files use are
@@ -45,6 +45,20 @@ EMPTY_BASELINE = "themisto-empty"
 REPEAT_LAST_BASELINE = "themisto-repeat-last"
 REPR_ECHO_BASELINE = "themisto-repr-echo"
 BASELINES = (EMPTY_BASELINE, REPEAT_LAST_BASELINE, REPR_ECHO_BASELINE)
+
+# The causes of instability ``themisto stability`` names, in the order a step's ``instability`` lists them.
+INSTABILITY_CAUSES = (
+    "random",
+    "time",
+    "date",
+    "memory_address",
+    "object_id",
+    "process_id",
+    "hash_order",
+    "execution_count",
+    "filesystem",
+    "other",
+)
 
 # The environment variable naming the build to evaluate (a folder or a Hub id).
 DATA_ENV = "THEMISTO_DATA"

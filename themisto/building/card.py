@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themisto.building.prompts import RenderOptions
-from themisto.building.tables import config_splits
+from themisto.building.tables import VALUE_TYPES, config_splits
 from themisto.building.tasks import Selection, SelectionOptions
 from themisto.exceptions import InputError
+from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField
 from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, SPLITS
 
 if TYPE_CHECKING:
     from themisto.building.parquet import BuildSummary
 
 BUILD_OPTIONS_KEY = "themisto_build"  # card YAML key holding the options of the build
+# build options renamed since cards were first written: old name -> new name
+_RENAMED_OPTIONS = {"max_repr_chars": "prompt_repr_chars"}
 
 CITATION = """@article{grotov2025themisto,
   title   = {Themisto: Jupyter-Based Runtime Benchmark},
@@ -77,6 +80,9 @@ def read_build_options(folder: str | Path) -> tuple[SelectionOptions, RenderOpti
         front = card.read_text(encoding="utf-8").split("---\n", 2)[1]
         meta = yaml.safe_load(front)
         options = meta[BUILD_OPTIONS_KEY]
+        for old, new in _RENAMED_OPTIONS.items():  # a card written before an option was renamed
+            if old in options and new not in options:
+                options[new] = options.pop(old)
         selection = SelectionOptions(**{k: options[k] for k in SelectionOptions.__dataclass_fields__})
         render = RenderOptions(**{k: options[k] for k in RenderOptions.__dataclass_fields__})
         return selection, render, str(meta["license"])
@@ -183,7 +189,7 @@ to {opts.max_context_chars} characters of code and output, whole cells only
 
 The runtime block of this build uses the `{render.runtime_format}` format, at
 most {render.max_runtime_chars} characters, each repr cut to
-{render.max_repr_chars} characters. Formats `themisto build` offers:
+{render.prompt_repr_chars} characters. Formats `themisto build` offers:
 
 - `text`: one entry per variable (name, type, size in bytes, shape/len) and
   its repr;
@@ -204,8 +210,7 @@ Task configs:
 - `history` (list of `{{code, output}}`): earlier cells of the session, oldest first
 - `history_dropped` (int64): session cells left out by the context budget
 - `code` (string): the target cell's code for output prediction; empty for next cell prediction
-- `runtime` (list of variables `{{name, type, size_bytes, repr, repr_truncated, repr_failed, shape, len,
-  size_method}}`): the state before the step; empty in the configs without runtime
+- `runtime` (list of variables, fields below): the state before the step; empty in the configs without runtime
 - `memory_bytes_before` (int64, nullable): kernel memory before the step; null without runtime
 - `runtime_text` (string): the rendered runtime block; empty without runtime
 - `prompt` (string): the full prompt a model sees
@@ -215,12 +220,13 @@ Task configs:
   step's output was identical in every re-execution (null when unknown). Next cell prediction: always
   true, as the target is code
 
-`trajectories`: `trajectory_id`, `step`, `cell_id`, `code`, `output`, `error`
-(`{{ename, evalue}}` or null), `execution_time` (seconds), `memory_bytes`,
-`runtime` (the snapshot after the step), `state_hash`, `restarted`,
-`outputs_json` (raw nbformat outputs, size-capped, as JSON text),
-`original_output`, `output_truncated`, `output_length`, `stable`, `stable_norm`
-(identical after exact-match normalisation), `instability` (detected causes, e.g. `random`, `time`).
+`trajectories`, one row per recorded step:
+
+{field_list(STEP_SCHEMA)}
+
+A variable (the items of `runtime`, here and in the task configs):
+
+{field_list(VARIABLE_SCHEMA)}
 
 ## Evaluation
 
@@ -241,6 +247,25 @@ This dataset follows the benchmark of Grotov & Titov (2025):
 {license_id}. Trajectories imported from the published Themisto record
 (Zenodo 14861889) remain under that record's license.
 """
+
+
+def _type_name(field: SchemaField) -> str:
+    """How the card names a field's type: its table type, ``nullable`` where null is allowed."""
+    if field.doc.as_json:
+        name = "string, JSON"
+    elif field.kind is dict:
+        name = "object {" + ", ".join(field.doc.keys) + "}"
+    elif field.kind is list and field.item is not None:
+        item = field.item
+        name = f"list of {item.__name__.lower()}s" if is_dataclass(item) else f"list of {VALUE_TYPES[item]}"
+    else:
+        name = VALUE_TYPES[field.kind]
+    return f"{name}, nullable" if field.nullable else name
+
+
+def field_list(schema: tuple[SchemaField, ...]) -> str:
+    """A Markdown list of a schema's columns: name, type and description, derived from the step schema."""
+    return "\n".join(f"- `{field.column}` ({_type_name(field)}): {field.doc.description}" for field in schema)
 
 
 def _ceiling(sel: Selection) -> str:

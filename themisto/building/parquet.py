@@ -41,7 +41,7 @@ from themisto.building.card import dataset_card
 from themisto.building.prompts import RenderOptions
 from themisto.building.tables import BATCH_ROWS, config_features, config_splits, iter_tables
 from themisto.building.tasks import Selection, SelectionOptions, select
-from themisto.exceptions import InputError
+from themisto.exceptions import OptionError
 from themisto.vocabulary import CONFIG_NAMES, OUTPUT_PREDICTION, RUNTIME_SUFFIX
 
 
@@ -119,9 +119,12 @@ def build_dataset(
     chosen = select(paths, selection)
     for task, ids in chosen.tasks.items():
         if not ids.full:
-            raise InputError(
-                f"no eligible {task} examples among {chosen.steps} steps ({chosen.errors} exceptions); "
-                "see --include-errors, --quantile and --stable-only"
+            raise OptionError(
+                "no eligible {task} examples among {steps} steps ({errors} exceptions);"
+                " see {include_errors}, {quantile} and {stable_only}",
+                task=task,
+                steps=chosen.steps,
+                errors=chosen.errors,
             )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     # staged in the same file system as out_dir, so moving the result in is a rename, not a copy

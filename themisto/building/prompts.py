@@ -22,7 +22,7 @@ Runtime formats (each bounded by ``max_runtime_chars`` for the whole block):
   ``ast`` of the code, IPython magics and shell lines removed; code that still
   does not parse falls back to a regex over identifiers.
 
-Truncation is deterministic: each repr is cut to ``max_repr_chars``, then
+Truncation is deterministic: each repr is cut to ``prompt_repr_chars``, then
 whole variables are kept in snapshot order while the block fits the budget and
 the rest are counted in a closing line (``not_shown`` in JSON).
 """
@@ -38,11 +38,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from themisto.building.tasks import Example, HistoryCell
-from themisto.exceptions import InputError
+from themisto.exceptions import InputError, OptionError
 from themisto.trajectory import Variable
 
 RUNTIME_FORMATS = ("text", "json", "referenced")
-TRUNCATION_MARK = "…[truncated]"
+# Ends a repr cut for the prompt (a short mark, as reprs are short). Not the recorder's
+# OUTPUT_TRUNCATION_MARKER (themisto.recording.outputs): that one ends a recorded output, is part of the
+# target a model predicts, and names the full length.
+PROMPT_REPR_TRUNCATION_MARK = "…[truncated]"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # IPython lines that are not Python: magics (%, %%), shell escapes (!) and help (?name)
 _IPYTHON_LINE = re.compile(r"^\s*(%|!|\?)")
@@ -63,7 +66,9 @@ class RenderOptions:
 
     runtime_format: str = "text"  # one of RUNTIME_FORMATS
     max_runtime_chars: int = 2000  # budget of the whole runtime block, header included
-    max_repr_chars: int = 300  # each variable's repr is cut to this many characters
+    # each variable's repr is cut to this many characters in the prompt (the recording cut it already,
+    # at RecordOptions.max_repr_chars: another cap, under another name)
+    prompt_repr_chars: int = 300
     referenced_window: int = 3  # next-cell "referenced": names used in this many latest history cells
 
     def __post_init__(self) -> None:
@@ -72,9 +77,12 @@ class RenderOptions:
                 f"unknown runtime format {self.runtime_format!r}; expected one of {', '.join(RUNTIME_FORMATS)}"
             )
         if self.max_runtime_chars < 200:
-            raise InputError(f"the runtime budget must be at least 200 characters, got {self.max_runtime_chars}")
-        if self.max_repr_chars < len(TRUNCATION_MARK):
-            raise InputError(f"max_repr_chars must be at least {len(TRUNCATION_MARK)}")
+            raise OptionError(
+                "the runtime budget {max_runtime_chars} must be at least 200 characters, got {got}",
+                got=self.max_runtime_chars,
+            )
+        if self.prompt_repr_chars < len(PROMPT_REPR_TRUNCATION_MARK):
+            raise OptionError("{prompt_repr_chars} must be at least {least}", least=len(PROMPT_REPR_TRUNCATION_MARK))
 
 
 @dataclass(frozen=True)
@@ -197,14 +205,14 @@ def render_runtime(
     memory_note = f", kernel memory {memory} bytes" if memory is not None else ""
     header = f"Runtime state of the kernel before this cell ({len(shown)} {scope}{memory_note}):\n"
     if options.runtime_format == "json":
-        entries = [_json_line(var, options.max_repr_chars) for var in shown]
+        entries = [_json_line(var, options.prompt_repr_chars) for var in shown]
 
         def render(kept: int) -> str:
             body = ",\n".join(entries[:kept]) + ("\n" if kept else "")
             return f'{header}{{"variables": [\n{body}], "not_shown": {len(entries) - kept}}}\n\n'
 
     else:
-        entries = [_text_entry(var, options.max_repr_chars) for var in shown]
+        entries = [_text_entry(var, options.prompt_repr_chars) for var in shown]
 
         def render(kept: int) -> str:
             omitted = len(entries) - kept
@@ -230,7 +238,9 @@ def _largest_fitting(render: Callable[[int], str], sizes: list[int], budget: int
 
 
 def _cut_repr(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - len(TRUNCATION_MARK)] + TRUNCATION_MARK
+    return (
+        text if len(text) <= limit else text[: limit - len(PROMPT_REPR_TRUNCATION_MARK)] + PROMPT_REPR_TRUNCATION_MARK
+    )
 
 
 def _text_entry(var: Variable, max_repr_chars: int) -> str:
@@ -240,8 +250,8 @@ def _text_entry(var: Variable, max_repr_chars: int) -> str:
     if var.len is not None:
         facts.append(f"len {var.len}")
     value = _cut_repr(var.repr, max_repr_chars)
-    if var.repr_truncated and not value.endswith(TRUNCATION_MARK):
-        value += TRUNCATION_MARK
+    if var.repr_truncated and not value.endswith(PROMPT_REPR_TRUNCATION_MARK):
+        value += PROMPT_REPR_TRUNCATION_MARK
     indented = "\n".join("    " + line for line in value.splitlines() or [""])
     return f"- {var.name}: {', '.join(facts)}\n{indented}\n"
 

@@ -16,6 +16,7 @@ writer of ``themisto build``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,23 +28,36 @@ import pyarrow as pa
 from themisto.building.prompts import RenderOptions, render_pairs
 from themisto.building.tasks import Selection, StepContext, iter_contexts
 from themisto.exceptions import InputError
-from themisto.trajectory import Step, Variable
+from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
 from themisto.vocabulary import RUNTIME_SUFFIX, SPLITS, TASKS, TRAJECTORIES, TRAJECTORY_SPLIT, task_of_config
 
 # Steps per batch, and rows per Parquet row group: the `datasets` writer's default batch size.
 BATCH_ROWS = 1000
 
-_VARIABLE = {
-    "name": datasets.Value("string"),
-    "type": datasets.Value("string"),
-    "size_bytes": datasets.Value("int64"),
-    "repr": datasets.Value("string"),
-    "repr_truncated": datasets.Value("bool"),
-    "repr_failed": datasets.Value("bool"),
-    "shape": datasets.List(datasets.Value("int64")),
-    "len": datasets.Value("int64"),
-    "size_method": datasets.Value("string"),
-}
+# A table type per schema field type; see themisto.trajectory, where the step schema is defined.
+VALUE_TYPES: dict[type, str] = {str: "string", int: "int64", float: "float64", bool: "bool"}
+
+
+def _feature(field: SchemaField) -> Any:
+    """The ``datasets`` feature of one schema field."""
+    if field.doc.as_json:
+        return datasets.Value("string")
+    if field.kind is dict:
+        return {key: datasets.Value("string") for key in field.doc.keys}
+    if field.kind is list:
+        assert field.item is not None  # a list field's annotation names its item type
+        if dataclasses.is_dataclass(field.item):
+            return datasets.List(record_features(schema_of(field.item)))
+        return datasets.List(datasets.Value(VALUE_TYPES[field.item]))
+    return datasets.Value(VALUE_TYPES[field.kind])
+
+
+def record_features(schema: tuple[SchemaField, ...]) -> dict[str, Any]:
+    """The ``datasets`` features of a schema (the step or a variable), column by column."""
+    return {field.column: _feature(field) for field in schema}
+
+
+_VARIABLE = record_features(VARIABLE_SCHEMA)
 
 TASK_FEATURES = datasets.Features(
     {
@@ -63,32 +77,15 @@ TASK_FEATURES = datasets.Features(
     }
 )
 
-TRAJECTORY_FEATURES = datasets.Features(
-    {
-        "trajectory_id": datasets.Value("string"),
-        "step": datasets.Value("int64"),
-        "cell_id": datasets.Value("string"),
-        "code": datasets.Value("string"),
-        "output": datasets.Value("string"),
-        "error": {"ename": datasets.Value("string"), "evalue": datasets.Value("string")},
-        "execution_time": datasets.Value("float64"),
-        "memory_bytes": datasets.Value("int64"),
-        "runtime": datasets.List(_VARIABLE),
-        "state_hash": datasets.Value("string"),
-        "restarted": datasets.Value("bool"),
-        "outputs_json": datasets.Value("string"),  # raw nbformat outputs as JSON text (their shape varies)
-        "original_output": datasets.Value("string"),
-        "output_truncated": datasets.Value("bool"),
-        "output_length": datasets.Value("int64"),
-        "stable": datasets.Value("bool"),
-        "stable_norm": datasets.Value("bool"),
-        "instability": datasets.List(datasets.Value("string")),
-    }
-)
+TRAJECTORY_FEATURES = datasets.Features(record_features(STEP_SCHEMA))
 
 _TASK_SCHEMA = TASK_FEATURES.arrow_schema
 _TRAJECTORY_SCHEMA = TRAJECTORY_FEATURES.arrow_schema
-_STEP_SCALARS = tuple(name for name in TRAJECTORY_FEATURES if name not in ("runtime", "outputs_json"))
+# fields copied as they are; the others are converted: lists of records (the runtime's variables) to
+# lists of rows, JSON-stored fields to text
+_STEP_RECORDS = tuple(field.name for field in STEP_SCHEMA if dataclasses.is_dataclass(field.item))
+_STEP_JSON = tuple((field.name, field.column) for field in STEP_SCHEMA if field.doc.as_json)
+_STEP_SCALARS = tuple(field.name for field in STEP_SCHEMA if field.name not in _STEP_RECORDS and not field.doc.as_json)
 
 
 def config_features(config: str) -> datasets.Features:
@@ -111,8 +108,10 @@ def variable_row(variable: Variable) -> dict[str, Any]:
 def trajectory_row(step: Step) -> dict[str, Any]:
     """A step as a row of the ``trajectories`` config."""
     row = {name: getattr(step, name) for name in _STEP_SCALARS}
-    row["runtime"] = [variable_row(v) for v in step.runtime]
-    row["outputs_json"] = json.dumps(step.outputs, ensure_ascii=False, sort_keys=True)
+    for name in _STEP_RECORDS:
+        row[name] = [variable_row(v) for v in getattr(step, name)]
+    for name, column in _STEP_JSON:
+        row[column] = json.dumps(getattr(step, name), ensure_ascii=False, sort_keys=True)
     return row
 
 

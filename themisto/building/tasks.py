@@ -60,9 +60,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from themisto.exceptions import InputError
+from themisto.exceptions import InputError, OptionError
 from themisto.trajectory import Step, Variable, iter_steps
 from themisto.vocabulary import TASKS
 
@@ -86,9 +84,9 @@ class SelectionOptions:
         if self.sample not in SAMPLES:
             raise InputError(f"unknown sample {self.sample!r}; expected one of {', '.join(SAMPLES)}")
         if not 0.0 < self.quantile <= 1.0:
-            raise InputError(f"quantile must be in (0, 1], got {self.quantile}")
+            raise OptionError("{quantile} must be in (0, 1], got {got}", got=self.quantile)
         if self.max_context_chars < 0:
-            raise InputError(f"max_context_chars must be >= 0, got {self.max_context_chars}")
+            raise OptionError("{max_context_chars} must be >= 0, got {got}", got=self.max_context_chars)
 
 
 @dataclass(frozen=True)
@@ -188,10 +186,15 @@ def select(paths: Sequence[Path], options: SelectionOptions) -> Selection:
     stats = scan(paths)
     if not stats:
         raise InputError("the trajectories hold no steps")
+    import numpy as np  # here, not at the top: the CLI imports this module to build its parser
+
     max_code = float(np.quantile([s.code_chars for s in stats], options.quantile))
     max_output = float(np.quantile([s.output_chars for s in stats], options.quantile))
     if options.stable_only and not any(s.stable is not None for s in stats):
-        raise InputError("--stable-only: no step has stability information (run `themisto stability` first)")
+        raise OptionError(
+            "{stable_only:True} needs stability annotations, and no step has them: re-execute the trajectories"
+            " with the stability stage (themisto.recording.stability) first"
+        )
     eligible = [
         s
         for s in stats

@@ -3,7 +3,8 @@
 Each subcommand module exposes ``register(subparsers)``, which adds its parser
 and sets ``func`` to a callable taking the parsed namespace and returning an
 exit code. Modules are imported here so ``themisto --help`` lists them all;
-heavy libraries are imported inside the ``func`` bodies to keep start-up fast.
+heavy libraries are imported inside the ``func`` bodies to keep start-up fast
+(``tests/test_cli_startup.py`` holds the parser to that).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import importlib
 import sys
 
 from themisto import __version__
+from themisto.cli.options import error_line, option_flags
 from themisto.exceptions import ThemistoError
-from themisto.recording.sources import one_line
 
 # The order in which subcommands appear in ``themisto --help``.
 SUBCOMMANDS = ["record", "build", "show", "import_zenodo", "eval", "report", "stability"]
@@ -31,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
         importlib.import_module(f"themisto.cli.{name}").register(subparsers)
+    for subparser in subparsers.choices.values():
+        # how each subcommand spells the library's option names in its errors
+        subparser.set_defaults(option_flags=option_flags(subparser))
     return parser
 
 
@@ -41,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ThemistoError as exc:
-        # One line, whatever a wrapped library put into the message.
-        print(f"themisto {args.command}: error: {one_line(exc)}", file=sys.stderr)
+        # One line, whatever a wrapped library put into the message; options named by their flags.
+        print(f"themisto {args.command}: error: {error_line(exc, args.option_flags)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"themisto {args.command}: interrupted", file=sys.stderr)

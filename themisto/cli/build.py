@@ -64,11 +64,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="budget of the whole runtime block (default: %(default)s)",
     )
     parser.add_argument(
-        "--max-repr-chars",
+        "--prompt-repr-chars",
         type=int,
-        default=_RENDER.max_repr_chars,
-        help="each variable's repr is cut to this many characters (default: %(default)s)",
+        default=_RENDER.prompt_repr_chars,
+        help="each variable's repr is cut to this many characters in the prompt (default: %(default)s); "
+        "record's --max-repr-chars is the cap of the recording itself",
     )
+    # the flag's name before record's repr cap and the prompt's got names of their own; kept for old scripts
+    parser.add_argument("--max-repr-chars", type=int, dest="prompt_repr_chars", help=argparse.SUPPRESS)
     parser.add_argument("--license", default="apache-2.0", help="license id written to the card (default: %(default)s)")
     parser.set_defaults(func=run)
 
@@ -90,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
         max_context_chars=args.max_context_chars,
     )
     render = RenderOptions(
-        runtime_format=args.runtime_format, max_runtime_chars=args.max_runtime_chars, max_repr_chars=args.max_repr_chars
+        runtime_format=args.runtime_format,
+        max_runtime_chars=args.max_runtime_chars,
+        prompt_repr_chars=args.prompt_repr_chars,
     )
     summary = build_dataset(trajectory_files(args.trajectories), args.output, selection, render, args.license)
     print(f"built {args.output} from {summary.selection.trajectories} trajectories ({summary.selection.steps} steps)")

@@ -1,37 +1,69 @@
-"""Option helpers shared by the subcommands: kernel arguments, sizes, shards and range checks."""
+"""Option helpers shared by the subcommands: kernel options, sizes, shards, range checks and error lines.
+
+Every flag's destination is the keyword name of the library option it sets
+(``--kernel`` sets ``kernel_name``), so a library :class:`OptionError` that
+names an option by keyword is shown with the flag that sets it
+(:func:`option_flags`, :func:`error_line`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-from themisto.exceptions import InputError
+from themisto.exceptions import InputError, OptionError, one_line
+from themisto.recording.options import RecordOptions
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_DEFAULTS = RecordOptions()
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> None:
-    """``--timeout``, ``--workdir`` and ``--kernel``: how cells are run, shared by record and stability."""
-    from themisto.recording.kernel import RecordOptions
+    """How cells are run, shared by record and stability: timeout, working directory, kernel, resource limits.
 
-    defaults = RecordOptions()
+    Their parsed value is None unless given, so :func:`record_options` knows which the user chose; the
+    defaults come from :class:`RecordOptions`.
+    """
     parser.add_argument(
         "--timeout",
         type=float,
-        default=defaults.timeout,
         metavar="SECONDS",
-        help=f"interrupt a cell after this long and record a timeout step (default {defaults.timeout:g})",
+        help=f"interrupt a cell after this long and record a timeout step (default {_DEFAULTS.timeout:g})",
     )
-    parser.add_argument("--workdir", type=Path, default=None, metavar="DIR", help=workdir_help)
+    parser.add_argument("--workdir", type=Path, metavar="DIR", help=workdir_help)
     parser.add_argument(
         "--kernel",
-        default=defaults.kernel_name,
+        dest="kernel_name",
         metavar="NAME",
-        help=f"Jupyter kernel to run the cells in (default {defaults.kernel_name})",
+        help=f"Jupyter kernel to run the cells in (default {_DEFAULTS.kernel_name})",
     )
+    parser.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="limit the kernel's private memory to SIZE (e.g. 512M, 2G; binary units): an allocation past it"
+        " raises MemoryError in the cell, or kills the kernel, which is recorded and restarted (default: no limit)",
+    )
+    parser.add_argument(
+        "--max-cpu-seconds",
+        type=int,
+        metavar="S",
+        help="CPU seconds a kernel may use from its start (a restart starts afresh); past them it is killed,"
+        " recorded as a dead-kernel step and restarted (default: no limit)",
+    )
+
+
+def record_options(
+    args: argparse.Namespace, names: Iterable[str], **run_control: Any
+) -> tuple[RecordOptions, frozenset[str]]:
+    """The :class:`RecordOptions` of the options ``names`` the user gave (defaults for the others), and which were given."""
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if "max_memory" in given:
+        given["max_memory"] = parse_size(given["max_memory"])
+    return RecordOptions(**given, **run_control), frozenset(given)
 
 
 def parse_size(text: str) -> int:
@@ -61,3 +93,24 @@ def check_ranges(args: argparse.Namespace, positive: Iterable[str] = (), at_leas
     for name in at_least_one:
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+
+
+def option_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each option's destination (its library keyword name) and the longest flag that sets it."""
+    return {
+        action.dest: max(action.option_strings, key=len)
+        for action in parser._actions
+        if action.option_strings and action.help is not argparse.SUPPRESS
+    }
+
+
+def error_line(exc: BaseException, flags: Mapping[str, str]) -> str:
+    """An error as one line; the options an :class:`OptionError` names are spelled as these flags."""
+    if not isinstance(exc, OptionError):
+        return one_line(exc)
+
+    def spell(name: str, value: str | None) -> str:
+        flag = flags.get(name, "--" + name.replace("_", "-"))
+        return flag if value in (None, "True") else f"{flag} {value}"
+
+    return one_line(exc.render(spell))

@@ -6,20 +6,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from themisto.cli.options import add_kernel_arguments, check_ranges, parse_shard, parse_size
+from themisto.cli.options import add_kernel_arguments, check_ranges, error_line, parse_shard, record_options
+from themisto.recording.options import RECORDED, RecordOptions
+
+_DEFAULTS = RecordOptions()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``record`` subcommand."""
-    from themisto.recording.kernel import RecordOptions
-
-    defaults = RecordOptions()
     parser = subparsers.add_parser(
         "record",
         help="record notebook/JuNE-log trajectories with runtime snapshots",
         description=(
             "Execute each SOURCE (a .ipynb notebook, a JuNE event log .csv/.jsonl/.parquet, or a folder of"
-            " them) in a fresh Jupyter kernel and write DIR/<trajectory_id>.jsonl, one step per cell."
+            " them) in a fresh Jupyter kernel and write DIR/<trajectory_id>.jsonl, one step per cell, with"
+            " DIR/<trajectory_id>.provenance.json: the versions, options and source file it was recorded with."
             " Trajectory ids: the notebook's file stem; for a log, <log stem>-<kernel_id prefix>."
         ),
     )
@@ -32,49 +33,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     existing.add_argument(
         "--resume",
         action="store_true",
-        help="continue existing trajectories after their last complete step, replaying earlier code",
+        help="continue existing trajectories after their last complete step, replaying earlier code, with the"
+        " options they were recorded with (an option given here must agree with them)",
     )
     existing.add_argument("--overwrite", action="store_true", help="replace existing trajectories")
     parser.add_argument(
         "--max-repr-chars",
         type=int,
-        default=defaults.max_repr_chars,
         metavar="N",
-        help=f"cut each variable's repr to N characters (default {defaults.max_repr_chars})",
+        help=f"cut each variable's recorded repr to N characters (default {_DEFAULTS.max_repr_chars})",
     )
     parser.add_argument(
         "--repr-timeout",
         type=float,
-        default=defaults.repr_timeout,
         metavar="SECONDS",
-        help=f"time limit for one variable's repr/len/size in the snapshot (default {defaults.repr_timeout:g})",
+        help=f"time limit for one variable's repr/len/size in the snapshot (default {_DEFAULTS.repr_timeout:g})",
     )
     parser.add_argument(
         "--max-output-chars",
         type=int,
-        default=defaults.max_output_chars,
         metavar="N",
-        help=f"cut a step's plain-text output to N characters (default {defaults.max_output_chars})",
+        help=f"cut a step's plain-text output to N characters (default {_DEFAULTS.max_output_chars})",
     )
     parser.add_argument(
         "--max-raw-output-chars",
         type=int,
-        default=defaults.max_raw_output_chars,
         metavar="N",
-        help=f"budget for a step's raw nbformat outputs (default {defaults.max_raw_output_chars})",
-    )
-    parser.add_argument(
-        "--max-memory",
-        metavar="SIZE",
-        help="limit the kernel's private memory to SIZE (e.g. 512M, 2G; binary units): an allocation past it"
-        " raises MemoryError in the cell, or kills the kernel, which is recorded and restarted (default: no limit)",
-    )
-    parser.add_argument(
-        "--max-cpu-seconds",
-        type=int,
-        metavar="S",
-        help="CPU seconds a kernel may use from its start (a restart starts afresh); past them it is killed,"
-        " recorded as a dead-kernel step and restarted (default: no limit)",
+        help=f"budget for a step's raw nbformat outputs (default {_DEFAULTS.max_raw_output_chars})",
     )
     parser.add_argument(
         "--jobs",
@@ -101,7 +86,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, then record every source, reporting each trajectory on stderr."""
-    from themisto.recording.kernel import RecordOptions
     from themisto.recording.record import record_source
 
     check_ranges(
@@ -110,25 +94,13 @@ def run(args: argparse.Namespace) -> int:
         at_least_one=("max_repr_chars", "max_output_chars", "max_raw_output_chars", "max_cpu_seconds", "jobs"),
     )
     shard = None if args.shard is None else parse_shard(args.shard)
-    options = RecordOptions(
-        timeout=args.timeout,
-        workdir=args.workdir,
-        kernel_name=args.kernel,
-        max_repr_chars=args.max_repr_chars,
-        repr_timeout=args.repr_timeout,
-        max_output_chars=args.max_output_chars,
-        max_raw_output_chars=args.max_raw_output_chars,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        max_memory=None if args.max_memory is None else parse_size(args.max_memory),
-        max_cpu_seconds=args.max_cpu_seconds,
-    )
+    options, chosen = record_options(args, RECORDED, resume=args.resume, overwrite=args.overwrite)
 
     def report(path: Path, new_steps: int) -> None:
         print(f"{path}: {new_steps} new step(s)", file=sys.stderr)
 
     def report_failure(trajectory_id: str, error: Exception) -> None:
-        print(f"{trajectory_id}: failed: {error}", file=sys.stderr)
+        print(f"{trajectory_id}: failed: {error_line(error, args.option_flags)}", file=sys.stderr)
 
     record_source(
         args.sources,
@@ -138,5 +110,6 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         shard=shard,
         failed=report_failure,
+        chosen=chosen,
     )
     return 0

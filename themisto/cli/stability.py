@@ -6,14 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from themisto.cli.options import add_kernel_arguments, check_ranges, record_options
+from themisto.recording.options import ENVIRONMENT, RecordOptions
+from themisto.vocabulary import INSTABILITY_CAUSES
+
+_DEFAULTS = RecordOptions()
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``stability`` subcommand."""
-    from themisto.cli.options import add_kernel_arguments
-    from themisto.recording.kernel import RecordOptions
-    from themisto.recording.stability import CAUSES
-
-    defaults = RecordOptions()
     parser = subparsers.add_parser(
         "stability",
         help="re-execute trajectories to find reproducible steps (determinism ceiling) and replay fidelity",
@@ -21,10 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Replay each TRAJECTORY K times, each time in a fresh kernel (restarted where a step is marked"
             " restarted), and mark each step stable when its output is identical in every run and in the"
             " recording, stable_norm when identical after exact_match_norm's normalisation, and name the"
-            f" likely causes of instability ({', '.join(CAUSES)}). Prints per trajectory the share of stable"
+            f" likely causes of instability ({', '.join(INSTABILITY_CAUSES)}). Prints per trajectory the share of stable"
             " steps and, for steps that carry the original log's output, the share the recording reproduces"
             " and the first divergence."
             " The determinism ceiling is the share of stable steps over all trajectories."
+            " Each trajectory is replayed with the options and in the folder it was recorded with, as its"
+            " provenance file says; the options below change the replay environment, or stand in for a"
+            " trajectory without provenance."
         ),
     )
     parser.add_argument("trajectories", nargs="+", metavar="TRAJECTORY", help="trajectory .jsonl file or folder")
@@ -46,16 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     add_kernel_arguments(
-        parser, "kernel working directory, e.g. the notebooks' folder for relative data paths (default: current)"
+        parser,
+        "kernel working directory (default: the one each trajectory was recorded in, else the current one)",
     )
     parser.add_argument(
         "--max-output-chars",
         type=int,
-        default=defaults.max_output_chars,
         metavar="N",
         help=(
-            "cut each re-executed output to N characters; use the value the trajectories were recorded with"
-            f" (default {defaults.max_output_chars}, the recorder's)"
+            "cut each re-executed output to N characters; only for trajectories without provenance, as the"
+            f" recorded cap must be kept (default: the recorded cap, else {_DEFAULTS.max_output_chars})"
         ),
     )
     parser.set_defaults(func=run)
@@ -63,19 +67,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Re-execute, print the table, and write the annotated trajectories and summary."""
-    from themisto.cli.options import check_ranges
-    from themisto.recording.kernel import RecordOptions
     from themisto.recording.stability import SUMMARY_FILE, check_stability, render_table
 
-    check_ranges(args, positive=("timeout",), at_least_one=("max_output_chars",))
-    options = RecordOptions(
-        timeout=args.timeout, workdir=args.workdir, kernel_name=args.kernel, max_output_chars=args.max_output_chars
-    )
+    check_ranges(args, positive=("timeout",), at_least_one=("max_output_chars", "max_cpu_seconds"))
+    options, chosen = record_options(args, (*ENVIRONMENT, "max_output_chars"))
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr)
 
-    report = check_stability(args.trajectories, args.runs, args.output, options, progress=progress)
+    report = check_stability(args.trajectories, args.runs, args.output, options, progress=progress, chosen=chosen)
     print(render_table(report))
     if args.output is not None:
         print(f"annotated trajectories and {SUMMARY_FILE} written to {args.output}", file=sys.stderr)

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themisto.exceptions import InputError, short_message
+from themisto.exceptions import InputError, OptionError, short_message
 from themisto.vocabulary import DATA_ENV, SPLITS
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def data_location(data: str | None = None) -> str:
         return str(path.resolve())
     if _looks_like_hub_id(chosen):
         return chosen
-    raise InputError(f"{chosen}: dataset folder not found (set {DATA_ENV} or pass --data)")
+    raise OptionError("{chosen}: dataset folder not found (set {env} or give {data})", chosen=chosen, env=DATA_ENV)
 
 
 def _looks_like_hub_id(name: str) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 from themisto.exceptions import InputError, KernelError
 from themisto.recording import snapshot
 from themisto.recording.environment import check_kernel, kernel_environment, limited_kernel_manager
+from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import OutputCollector, cap_text, render_outputs, scrub
 from themisto.trajectory import Step, Variable, state_hash, variable_json
 
@@ -41,24 +42,6 @@ INTERRUPT_GRACE = 5.0
 KERNEL_START_TIMEOUT = 60.0
 # The ``ename`` of a step whose kernel died or ignored the interrupt; the recorder has restarted it.
 DEAD_KERNEL_ERROR = "DeadKernelError"
-
-
-@dataclass
-class RecordOptions:
-    """How a kernel is run and how much of each step is kept."""
-
-    timeout: float = 600.0  # seconds a cell may run before it is interrupted
-    workdir: Path | None = None  # kernel working directory; None: the source file's folder
-    kernel_name: str = "python3"
-    max_repr_chars: int = 500  # a variable's repr is cut to this many characters
-    repr_timeout: float = 1.0  # seconds a variable's __repr__/__len__/size may take
-    max_output_chars: int = 10_000  # the plain-text output is cut to this many characters
-    max_raw_output_chars: int = 1_000_000  # budget for the raw nbformat outputs of one step
-    resume: bool = False  # continue an existing trajectory file after its last complete step
-    overwrite: bool = False  # replace an existing trajectory file (resume takes precedence)
-    # Resource limits of the kernel process (see themisto.recording.launcher); None: unlimited.
-    max_memory: int | None = None  # bytes of private writable memory (RLIMIT_DATA)
-    max_cpu_seconds: int | None = None  # CPU seconds from kernel start to its restart (RLIMIT_CPU)
 
 
 def check_options(options: RecordOptions) -> None:
@@ -106,6 +89,8 @@ class Recorder:
         # the last snapshot received: its kernel-side generation and, by name, each variable and its
         # variable_json, so unchanged variables are neither sent, parsed nor encoded again
         self._known: tuple[int, dict[str, tuple[Variable, str]]] = (-1, {})
+        # the kernel's Python and ipykernel versions, known once it has started (None where unknown)
+        self.kernel_versions: dict[str, str | None] = {"python": None, "ipykernel": None}
 
     # lifecycle
 
@@ -169,9 +154,15 @@ class Recorder:
             raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
         self._process = psutil.Process(self._manager.provisioner.pid)
         self._known = (-1, {})  # a new kernel process has an empty description cache
-        install = self._execute(snapshot.install_code(), silent=True, timeout=KERNEL_START_TIMEOUT)
+        install = self._execute(
+            snapshot.install_code(),
+            silent=True,
+            timeout=KERNEL_START_TIMEOUT,
+            user_expressions={"versions": snapshot.versions_expression()},
+        )
         if install.reply is None or install.reply["content"]["status"] != "ok":
             raise KernelError(f"kernel {self.options.kernel_name!r} is not a Python kernel the snapshot runs in")
+        self.kernel_versions = _kernel_versions(install.reply)
 
     # cells
 
@@ -333,6 +324,16 @@ class Recorder:
         if execution.reply is None:
             execution.elapsed = time.monotonic() - started
         return execution
+
+
+def _kernel_versions(reply: dict[str, Any]) -> dict[str, str | None]:
+    """The versions :func:`snapshot.versions` reported on the install request; None where unknown."""
+    result = reply["content"].get("user_expressions", {}).get("versions", {})
+    try:
+        reported = json.loads(result["data"]["text/plain"])
+        return {name: str(reported[name]) if reported.get(name) else None for name in ("python", "ipykernel")}
+    except (AttributeError, KeyError, TypeError, ValueError):  # a kernel that is not ipykernel may answer otherwise
+        return {"python": None, "ipykernel": None}
 
 
 def _known_entry(record: dict[str, Any]) -> tuple[Variable, str]:

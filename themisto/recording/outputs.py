@@ -16,7 +16,10 @@ from typing import Any
 
 from themisto.recording import snapshot
 
-TRUNCATION_MARKER = "\n... [output truncated: {length} characters in all]"
+# Ends a recorded output cut at RecordOptions.max_output_chars. It is part of the recorded output, so of
+# the target a model predicts, and names the full length; the builder's PROMPT_REPR_TRUNCATION_MARK
+# (themisto.building.prompts) is another mark, for reprs cut in a prompt.
+OUTPUT_TRUNCATION_MARKER = "\n... [output truncated: {length} characters in all]"
 MEMORY_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")  # also used to name memory addresses as a cause of instability
 _MASKED_ADDRESS = "0x?"
 _LINE_BREAK = re.compile(r"\r\n?")
@@ -84,7 +87,7 @@ def cap_text(text: str, max_chars: int, length: int | None = None) -> tuple[str,
     length = len(text) if length is None else length
     if length <= max_chars:
         return text, False
-    return text[:max_chars] + TRUNCATION_MARKER.format(length=length), True
+    return text[:max_chars] + OUTPUT_TRUNCATION_MARKER.format(length=length), True
 
 
 class OutputCollector:

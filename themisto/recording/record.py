@@ -4,36 +4,73 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
-from themisto.exceptions import InputError, SourceError, ThemistoError
+from themisto.exceptions import OptionError, SourceError, ThemistoError
 from themisto.recording import snapshot
-from themisto.recording.kernel import Recorder, RecordOptions, check_options
+from themisto.recording.kernel import Recorder, check_options
+from themisto.recording.options import RecordOptions, chosen_options, with_recorded
+from themisto.recording.provenance import RECORDED_BY, Provenance, SourceFile, read_provenance, write_provenance
 from themisto.recording.sources import Execute, SourceTrajectory, read_sources
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory, repair_tail
 
 
-def record_trajectory(source: SourceTrajectory, out_dir: Path, options: RecordOptions) -> tuple[Path, int]:
+def record_trajectory(
+    source: SourceTrajectory, out_dir: Path, options: RecordOptions, chosen: Collection[str] | None = None
+) -> tuple[Path, int]:
     """Record one source trajectory to ``out_dir/<trajectory_id>.jsonl``; returns the path and new step count.
 
-    With ``options.resume`` the steps already in the file are kept: their code
-    is replayed (restarts included) to rebuild the state, then recording goes on.
+    The trajectory's provenance (:mod:`themisto.recording.provenance`) is written beside it before its
+    first step. With ``options.resume`` the steps already in the file are kept: their code is replayed
+    (restarts included) to rebuild the state, then recording goes on with the options, versions and
+    source it was recorded with: an option in ``chosen`` (default: those that differ from their
+    defaults) must agree with the recording, and so must the source file and the kernel's versions.
+    A file recorded before provenance existed resumes with ``options``.
     """
     path = Path(out_dir) / f"{source.trajectory_id}.jsonl"
     if path.exists() and not (options.resume or options.overwrite):
-        raise InputError(f"{path} exists; pass --resume to continue it or --overwrite to replace it")
+        raise OptionError(
+            "{path} exists; continue it with {resume:True} or replace it with {overwrite:True}", path=path
+        )
     if path.exists() and options.overwrite and not options.resume:
         path.unlink()
     executions = source.executions
+    recorded = None
     if options.resume:
         repair_tail(path)  # an interrupted run may have left a torn last line
+        recorded = read_provenance(path)
+    made = SourceFile.of(source.source.name, source.source.read_bytes(), source.source)
+    if recorded is not None and recorded.options is not None:
+        chosen = chosen_options(options) if chosen is None else chosen
+        options = with_recorded(
+            options, recorded.options, chosen, str(path), instead="re-record it with {overwrite:True}"
+        )
+        if recorded.source.sha256 != made.sha256:
+            raise OptionError(
+                "{path}: its source {name} changed since it was recorded; re-record it with {overwrite:True}",
+                path=path,
+                name=made.name,
+            )
     done = read_trajectory(path) if options.resume and path.exists() else []
     _check_resumable(path, done, executions)
     if len(done) == len(executions):
         return path, 0
-    workdir = options.workdir or source.source.resolve().parent
-    with Recorder(trajectory_id=source.trajectory_id, workdir=Path(workdir), options=options) as recorder:
+    workdir = Path(options.workdir or source.source.resolve().parent)
+    with Recorder(trajectory_id=source.trajectory_id, workdir=workdir, options=options) as recorder:
+        versions = recorder.kernel_versions
+        provenance = Provenance(
+            RECORDED_BY,
+            made,
+            python=versions["python"],
+            ipykernel=versions["ipykernel"],
+            options=options,
+            workdir=workdir.resolve(),
+        )
+        if recorded is not None and recorded.options is not None:
+            _check_same_versions(path, recorded, provenance)
+        elif not done:  # a new trajectory; one recorded before provenance existed stays without
+            write_provenance(path, provenance)
         # the file is opened only once the kernel runs, so a failed start leaves no empty trajectory
         with TrajectoryWriter(path) as writer:
             for action in source.actions:
@@ -46,14 +83,30 @@ def record_trajectory(source: SourceTrajectory, out_dir: Path, options: RecordOp
     return path, len(executions) - len(done)
 
 
+def _check_same_versions(path: Path, recorded: Provenance, now: Provenance) -> None:
+    """A resumed trajectory is continued by the same Themisto and kernel versions that began it."""
+    before, after = recorded.versions(), now.versions()
+    for name, version in before.items():
+        if after[name] != version:
+            raise OptionError(
+                "{path} was recorded with {what} {before}, but this run has {after}; re-record it with {overwrite:True}",
+                path=path,
+                what=name,
+                before=version,
+                after=after[name],
+            )
+
+
 def _check_resumable(path: Path, done: list[Step], executions: list[Execute]) -> None:
     """A resumed file must be a prefix of what the source would record."""
     if len(done) > len(executions):
         raise SourceError(f"{path} has {len(done)} steps but its source has only {len(executions)} executions")
     for recorded, execution in zip(done, executions):
         if recorded.code != snapshot.clean_text(execution.code):
-            raise SourceError(
-                f"{path}: step {recorded.step} does not match its source's code; pass --overwrite to re-record"
+            raise OptionError(
+                "{path}: step {step} does not match its source's code; re-record it with {overwrite:True}",
+                path=path,
+                step=recorded.step,
             )
 
 
@@ -71,7 +124,9 @@ def shard_of(trajectory_id: str, count: int) -> int:
 def select_shard(sources: list[SourceTrajectory], index: int, count: int) -> list[SourceTrajectory]:
     """The sources of the 0-based shard ``index`` of ``count``, in their given order."""
     if not (count >= 1 and 0 <= index < count):
-        raise InputError(f"shard {index}/{count}: the index must be 0 to count-1 (shards are 0-based)")
+        raise OptionError(
+            "{shard} {index}/{count}: the index must be 0 to count-1 (shards are 0-based)", index=index, count=count
+        )
     return [source for source in sources if shard_of(source.trajectory_id, count) == index]
 
 
@@ -83,6 +138,7 @@ def record_source(
     jobs: int = 1,
     shard: tuple[int, int] | None = None,
     failed: Callable[[str, Exception], None] | None = None,
+    chosen: Collection[str] | None = None,
 ) -> list[Path]:
     """Record every trajectory of the given notebooks, logs or folders; returns the trajectory files.
 
@@ -93,7 +149,7 @@ def record_source(
     :func:`shard_of`). ``progress(path, new_steps)`` is called after each
     trajectory, ``failed(trajectory_id, error)`` after each that failed; a
     failure does not stop the others, and is raised once all have finished
-    (the error itself if it is the only one).
+    (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`.
     """
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -101,7 +157,7 @@ def record_source(
         paths = [paths]
     options = options or RecordOptions()
     if jobs < 1:
-        raise InputError("jobs must be at least 1")
+        raise OptionError("{jobs} must be at least 1")
     check_options(options)
     sources = read_sources(paths)
     if shard is not None:
@@ -110,7 +166,7 @@ def record_source(
     errors: list[Exception] = []
     # Threads suffice: each worker mostly waits on its kernel subprocess.
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="themisto-record") as pool:
-        futures = {pool.submit(record_trajectory, source, Path(out_dir), options): source for source in sources}
+        futures = {pool.submit(record_trajectory, source, Path(out_dir), options, chosen): source for source in sources}
         try:
             for future in as_completed(futures):
                 trajectory_id = futures[future].trajectory_id
@@ -138,4 +194,6 @@ def _raise_failures(errors: list[Exception], total: int) -> None:
     unexpected = [error for error in errors if not isinstance(error, ThemistoError)]
     if unexpected or len(errors) == 1:
         raise (unexpected or errors)[0]
-    raise ThemistoError(f"{len(errors)} of {total} trajectories failed; the first: {errors[0]}")
+    summary = f"{len(errors)} of {total} trajectories failed; the first: "
+    first = errors[0]
+    raise first.prefixed(summary) if isinstance(first, OptionError) else ThemistoError(f"{summary}{first}")

@@ -548,6 +548,21 @@ def snapshot_expression(max_repr_chars: int, timeout: float, known: int = -1) ->
     return f"__import__('sys').modules[{MODULE_NAME!r}].take({arguments})"
 
 
+def versions() -> JsonText:
+    """The kernel's own Python and ipykernel versions as JSON text, for the trajectory's provenance."""
+    import platform
+
+    ipykernel = sys.modules.get("ipykernel")
+    return JsonText(
+        json.dumps({"python": platform.python_version(), "ipykernel": getattr(ipykernel, "__version__", None)})
+    )
+
+
+def versions_expression() -> str:
+    """The ``user_expression`` that reports :func:`versions` once the module is installed."""
+    return f"__import__('sys').modules[{MODULE_NAME!r}].versions()"
+
+
 def install_code() -> str:
     """Code for a silent execution that installs this module in the kernel, binding no user name."""
     with open(__file__, encoding="utf-8") as handle:

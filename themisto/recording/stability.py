@@ -12,6 +12,10 @@ Fidelity needs no extra run: for steps that carry the ``original_output`` of
 the source log (JuNE ``finished_execute``), the recorded re-execution is
 compared with what the original session printed.
 
+Each trajectory is replayed with the options it was recorded with, read from
+its provenance (:mod:`themisto.recording.provenance`), and annotated copies
+carry that provenance along.
+
 Causes of instability are named per unstable step by :func:`instability_causes`.
 Each kernel gets the recorder's environment, so it draws its own str hash seed
 unless ``PYTHONHASHSEED`` is set: printed sets of strings then show up as
@@ -24,33 +28,24 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from themisto.exceptions import InputError
-from themisto.recording.kernel import DEAD_KERNEL_ERROR, Recorder, RecordOptions, check_options
+from themisto.exceptions import InputError, OptionError
+from themisto.recording.kernel import DEAD_KERNEL_ERROR, Recorder, check_options
+from themisto.recording.options import ENVIRONMENT, RecordOptions, chosen_options, with_recorded
 from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
+from themisto.recording.provenance import copy_provenance, read_provenance
 from themisto.trajectory import Step, read_trajectory, trajectory_files, write_trajectory
+from themisto.vocabulary import INSTABILITY_CAUSES
 
 SUMMARY_FILE = "stability.json"
 EXCERPT_CHARS = 60  # characters of each side shown around a first divergence, a quarter of them before it
 
 # --- causes of instability -----------------------------------------------------------------
 
-CAUSES = (
-    "random",
-    "time",
-    "date",
-    "memory_address",
-    "object_id",
-    "process_id",
-    "hash_order",
-    "execution_count",
-    "filesystem",
-    "other",
-)
 
 # Code that draws random numbers: the stdlib, numpy, torch, pandas/sklearn sampling, uuids, OS entropy.
 _RANDOM_CALL = re.compile(
@@ -83,7 +78,7 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 def instability_causes(outputs: Sequence[str], code: str, code_since_restart: str) -> list[str]:
-    """Name the likely causes of the differences among ``outputs`` of one step, in :data:`CAUSES` order.
+    """Name the likely causes of the differences among ``outputs`` of one step, in :data:`INSTABILITY_CAUSES` order.
 
     ``code`` is the step's code; ``code_since_restart`` the code run since the
     kernel last started, this step included (a seed set there still holds).
@@ -134,7 +129,7 @@ def instability_causes(outputs: Sequence[str], code: str, code_since_restart: st
         found.add("filesystem")
     if not found and len({_NUMBER.sub("0", text) for text in distinct}) == 1:
         found.add("random")  # numbers differ and nothing else explains it: randomness from an earlier step
-    return [cause for cause in CAUSES if cause in found] or ["other"]
+    return [cause for cause in INSTABILITY_CAUSES if cause in found] or ["other"]
 
 
 def _tokens_differ(outputs: Sequence[str], pattern: re.Pattern[str]) -> bool:
@@ -293,11 +288,11 @@ class StabilityReport:
         return stable / self.steps if self.steps else None
 
     def causes(self) -> dict[str, int]:
-        """Unstable steps per cause over all trajectories, in :data:`CAUSES` order."""
+        """Unstable steps per cause over all trajectories, in :data:`INSTABILITY_CAUSES` order."""
         total: Counter[str] = Counter()
         for trajectory in self.trajectories:
             total.update(trajectory.causes)
-        return {cause: total[cause] for cause in CAUSES if total[cause]}
+        return {cause: total[cause] for cause in INSTABILITY_CAUSES if total[cause]}
 
     def fidelity(self) -> Fidelity | None:
         """Fidelity over all steps that carry an original output (no divergence listed)."""
@@ -350,7 +345,7 @@ def summarise(path: Path, steps: Sequence[Step]) -> TrajectoryStability:
         steps=len(steps),
         stable=sum(bool(s.stable) for s in steps),
         stable_norm=sum(bool(s.stable_norm) for s in steps),
-        causes={cause: causes[cause] for cause in CAUSES if causes[cause]},
+        causes={cause: causes[cause] for cause in INSTABILITY_CAUSES if causes[cause]},
         unstable=[{"step": s.step, "cell_id": s.cell_id, "causes": s.instability} for s in unstable],
         fidelity=fidelity(steps),
     )
@@ -365,8 +360,13 @@ def check_stability(
     out_dir: str | os.PathLike[str] | None = None,
     options: RecordOptions | None = None,
     progress: Callable[[str], None] | None = None,
+    chosen: Collection[str] | None = None,
 ) -> StabilityReport:
     """Replay each trajectory ``runs`` times, annotate its steps and summarise.
+
+    Each trajectory is replayed with the options it was recorded with (:func:`replay_options`);
+    ``chosen`` names the options of ``options`` the caller set on purpose (default: those that
+    differ from their defaults). Annotated copies carry their trajectory's provenance.
 
     With ``out_dir``, each annotated trajectory is written there under its own
     file name as soon as it is done (replacing the file atomically, so
@@ -375,8 +375,9 @@ def check_stability(
     All files are read and validated before any kernel starts.
     """
     if runs < 1:
-        raise InputError(f"--runs must be at least 1, got {runs}")
+        raise OptionError("{runs} must be at least 1, got {got}", got=runs)
     options = options or RecordOptions()
+    chosen = chosen_options(options) if chosen is None else chosen
     check_options(options)
     files = trajectory_files(paths)
     if not files:
@@ -387,20 +388,47 @@ def check_stability(
         raise InputError(f"two inputs share the file name {clashes[0]}; their annotated copies would collide")
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise InputError(f"output {out_dir} exists and is not a folder")
-    trajectories = [(path, read_trajectory(path)) for path in files]
+    trajectories = [(path, read_trajectory(path), replay_options(path, options, chosen)) for path in files]
+    for replay in {(t[2].workdir, t[2].kernel_name): t[2] for t in trajectories}.values():
+        check_options(replay)
     report = StabilityReport(runs=runs)
-    for path, steps in trajectories:
+    for path, steps, replay in trajectories:
         reruns = []
         for run in range(runs):
             if progress is not None:
                 progress(f"{path.name}: run {run + 1}/{runs} ({len(steps)} steps)")
-            reruns.append(replay_outputs(steps, options))
+            reruns.append(replay_outputs(steps, replay))
         annotated = annotate(steps, reruns)
         report.trajectories.append(summarise(path, annotated))
         if out_dir is not None:
-            write_trajectory(Path(out_dir) / path.name, annotated)
+            copy = Path(out_dir) / path.name
+            write_trajectory(copy, annotated)
+            copy_provenance(path, copy)
             write_json(Path(out_dir) / SUMMARY_FILE, report.to_dict())
     return report
+
+
+def replay_options(path: Path, given: RecordOptions, chosen: Collection[str]) -> RecordOptions:
+    """The options to replay one trajectory with: those it was recorded with, where its provenance says.
+
+    The caller's ``chosen`` options may change the replay environment (timeout, working directory,
+    kernel, memory and CPU limits) but not what a step holds (output and repr caps): outputs cut
+    differently could never compare equal. Without provenance (recorded before it existed, or
+    imported), ``given`` applies, and the working directory defaults to the current one.
+    """
+    recorded = read_provenance(path)
+    if recorded is None or recorded.options is None:
+        return given
+    options = with_recorded(given, recorded.options, chosen, str(path), may_change=ENVIRONMENT)
+    if "workdir" in chosen:
+        return options
+    if recorded.workdir is None or not recorded.workdir.is_dir():
+        raise OptionError(
+            "{path}: the folder it was recorded in, {folder}, is gone; give the {workdir} to replay it in",
+            path=path,
+            folder=recorded.workdir,
+        )
+    return replace(options, workdir=recorded.workdir)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -42,6 +42,7 @@ from typing import Any
 
 from themisto.exceptions import SourceError
 from themisto.recording.outputs import joined_text, render_outputs
+from themisto.recording.provenance import IMPORTED_BY, Provenance, SourceFile, write_provenance
 from themisto.trajectory import Step, step_from_dict, write_trajectory
 
 RECORD_ID = "14861889"
@@ -309,30 +310,40 @@ def _is_online(source: str) -> bool:
     return bool(_RECORD_URL.match(source)) and not Path(source).exists()
 
 
-def load_trajectories(source: str) -> list[list[Step]]:
-    """Every trajectory of a local or online Themisto source, as steps."""
-    locations = download(source) if _is_online(source) else [(Path(source), None)]
-    trajectories: list[list[Step]] = []
+def load_trajectories(source: str) -> list[tuple[list[Step], SourceFile]]:
+    """Every trajectory of a local or online Themisto source, as steps, with the data file it came from."""
+    online = _is_online(source)
+    locations = download(source) if online else [(Path(source), None)]
+    trajectories: list[tuple[list[Step], SourceFile]] = []
     for location, file_name in locations:
+        # a local data file is named by its path; a download, a folder's file or an archive member by its name
+        plain = not online and location.is_file() and location.suffix.lower() in DATA_SUFFIXES
         for name, data in _data_files(location, file_name):
+            made = SourceFile.of(name, data, location if plain else None)
             for trajectory_id, records in read_records(name, data):
-                trajectories.append(convert_steps(records, trajectory_id, f"{name}"))
+                trajectories.append((convert_steps(records, trajectory_id, f"{name}"), made))
     if not trajectories:
         raise SourceError(f"{source}: no data files ({', '.join(DATA_SUFFIXES)} or .zip) found")
     return trajectories
 
 
 def import_zenodo(source: str, out_dir: str | Path) -> list[Path]:
-    """Convert a Themisto source to one trajectory JSONL file per trajectory in ``out_dir``."""
+    """Convert a Themisto source to one trajectory JSONL file per trajectory in ``out_dir``.
+
+    Each is written with its provenance: the data file it came from and its sha256 (no recording
+    options: Themisto did not record it).
+    """
     out_dir = Path(out_dir)
     written = []
-    for steps in load_trajectories(source):
+    for steps, made in load_trajectories(source):
         if not steps:
             continue
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", steps[0].trajectory_id)
         target = out_dir / f"{safe}.jsonl"
         if target in written:
             raise SourceError(f"{source}: two trajectories are named {steps[0].trajectory_id!r}")
+        # the provenance first: a trajectory file never stands without it
+        write_provenance(target, Provenance(IMPORTED_BY, made))
         write_trajectory(target, steps)  # a half-converted file never replaces a complete one
         written.append(target)
     return written

@@ -57,11 +57,6 @@ class SourceTrajectory:
         return [action for action in self.actions if isinstance(action, Execute)]
 
 
-def one_line(text: object) -> str:
-    """Error text of another library (pyarrow, nbformat) on one line, so the CLI's error stays one line."""
-    return " ".join(str(text).split())
-
-
 def source_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Expand files and folders into source files; a folder contributes its notebooks and logs, sorted."""
     found: list[Path] = []

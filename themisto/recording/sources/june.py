@@ -21,10 +21,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from themisto.exceptions import SourceError
+from themisto.exceptions import SourceError, one_line
 from themisto.jsonl import iter_json_objects
 from themisto.recording.outputs import render_outputs
-from themisto.recording.sources import Action, Execute, Restart, SourceTrajectory, one_line
+from themisto.recording.sources import Action, Execute, Restart, SourceTrajectory
 
 # The columns of a JuNE event table, in the published order; the reader needs only REQUIRED_COLUMNS.
 JUNE_COLUMNS = (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from themisto.exceptions import SourceError
+from themisto.exceptions import SourceError, one_line
 from themisto.recording.outputs import joined_text
-from themisto.recording.sources import Execute, SourceTrajectory, one_line
+from themisto.recording.sources import Execute, SourceTrajectory
 
 
 def read_notebook(path: Path) -> SourceTrajectory:

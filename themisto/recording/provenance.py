@@ -1,0 +1,179 @@
+"""How a trajectory was made, saved beside it as ``<stem>.provenance.json``.
+
+A sidecar file rather than a header line: every reader of trajectory JSONL
+(:func:`themisto.trajectory.iter_steps`, the builder, ``jq``) keeps seeing steps
+only, and :func:`themisto.trajectory.trajectory_files` lists ``*.jsonl`` only.
+It holds the versions of Themisto and of the kernel's Python and ipykernel,
+the step schema version, every recorded option of :class:`RecordOptions`
+(timeout, memory and CPU limits, output and repr caps, kernel), the working
+directory and its policy (the source's folder, or one given), and the source
+file's name, place and sha256.
+
+Who writes it: ``record`` (when a trajectory file is started, before its first
+step), ``import-zenodo`` (the data file a trajectory came from; no options,
+Themisto did not record it) and ``stability`` (a copy beside each annotated
+trajectory). Who reads it: ``record --resume``, which continues with the
+recorded options, and ``stability``, which replays with them (see
+:func:`themisto.recording.options.with_recorded`).
+
+Paths are written relative to the sidecar's folder, so a corpus can move as a
+whole; in memory they are absolute. A file is written whole through a
+temporary file, so a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import types
+import typing
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from themisto import __version__
+from themisto.exceptions import InputError
+from themisto.recording.options import RECORDED, RecordOptions
+from themisto.trajectory import SCHEMA_VERSION
+
+SUFFIX = ".provenance.json"
+KEY = "themisto_provenance"  # the format version of the file, and a mark that it is one
+FORMAT = 1
+RECORDED_BY = "record"
+IMPORTED_BY = "import-zenodo"
+# The working directory was the source file's folder (the default), or one the user gave.
+SOURCE_FOLDER, GIVEN = "source", "given"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """The file a trajectory was made from."""
+
+    name: str
+    sha256: str
+    path: Path | None = None  # where it was, when it was a plain local file
+
+    @classmethod
+    def of(cls, name: str, data: bytes, path: Path | None = None) -> SourceFile:
+        """A source file named ``name`` holding ``data``, found at ``path`` if it is a plain local file."""
+        return cls(name, hashlib.sha256(data).hexdigest(), None if path is None else path.resolve())
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """How one trajectory was made."""
+
+    made_by: str  # RECORDED_BY or IMPORTED_BY
+    source: SourceFile
+    themisto: str = __version__
+    schema: int = SCHEMA_VERSION  # the step schema version of themisto.trajectory
+    python: str | None = None  # the kernel's Python version
+    ipykernel: str | None = None  # the kernel's ipykernel version
+    options: RecordOptions | None = None  # None: not recorded by Themisto (an import)
+    workdir: Path | None = None  # the folder the kernel ran in
+
+    def versions(self) -> dict[str, str | None]:
+        """What made the steps, beyond the options: Themisto, the schema and the kernel's versions."""
+        return {
+            "themisto": self.themisto,
+            "schema": str(self.schema),
+            "python": self.python,
+            "ipykernel": self.ipykernel,
+        }
+
+
+def sidecar(trajectory: Path) -> Path:
+    """The provenance file of a trajectory file."""
+    return trajectory.with_name(trajectory.stem + SUFFIX)
+
+
+def _relative(path: Path, folder: Path) -> str:
+    return os.path.relpath(path, folder.resolve())
+
+
+def write_provenance(trajectory: Path, provenance: Provenance) -> Path:
+    """Write the sidecar of ``trajectory`` at once (through a temporary file); returns its path."""
+    path = sidecar(trajectory)
+    folder = path.parent
+    source = asdict(provenance.source)
+    source["path"] = None if provenance.source.path is None else _relative(provenance.source.path, folder)
+    data: dict[str, Any] = {
+        KEY: FORMAT,
+        "made_by": provenance.made_by,
+        "themisto": provenance.themisto,
+        "schema": provenance.schema,
+        "python": provenance.python,
+        "ipykernel": provenance.ipykernel,
+        "source": source,
+    }
+    if provenance.options is not None:
+        options = {name: getattr(provenance.options, name) for name in RECORDED if name != "workdir"}
+        data["options"] = options
+        data["workdir"] = {
+            "policy": SOURCE_FOLDER if provenance.options.workdir is None else GIVEN,
+            "path": None if provenance.workdir is None else _relative(provenance.workdir, folder),
+        }
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def read_provenance(trajectory: Path) -> Provenance | None:
+    """The provenance of a trajectory file; None when it has no sidecar (recorded before provenance, or copied bare)."""
+    path = sidecar(trajectory)
+    if not path.is_file():
+        return None
+    folder = path.parent.resolve()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get(KEY) != FORMAT:
+            raise ValueError(f"{KEY} is {data.get(KEY)!r}, expected {FORMAT}")
+        raw_source = data["source"]
+        source = SourceFile(
+            str(raw_source["name"]),
+            str(raw_source["sha256"]),
+            None if raw_source.get("path") is None else folder / raw_source["path"],
+        )
+        options = workdir = None
+        if data.get("options") is not None:
+            known = {f.name for f in fields(RecordOptions)}
+            # an option this version does not know is ignored; one the file lacks keeps its default
+            values = {name: value for name, value in data["options"].items() if name in known and name != "workdir"}
+            for name, value in values.items():
+                _check_option(name, value)
+            place = data["workdir"]
+            workdir = None if place["path"] is None else folder / place["path"]
+            options = RecordOptions(**values, workdir=workdir if place["policy"] == GIVEN else None)
+        return Provenance(
+            made_by=str(data["made_by"]),
+            source=source,
+            themisto=str(data["themisto"]),
+            schema=int(data["schema"]),
+            python=data.get("python"),
+            ipykernel=data.get("ipykernel"),
+            options=options,
+            workdir=workdir,
+        )
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path}: not a Themisto provenance file ({type(exc).__name__}: {exc})") from None
+
+
+def _check_option(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` has the type RecordOptions declares for option ``name``."""
+    hint = typing.get_type_hints(RecordOptions)[name]
+    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    kinds += (int,) if float in kinds else ()  # JSON may write a whole float as an integer
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ValueError(f"option {name} is {value!r}")
+
+
+def copy_provenance(trajectory: Path, copy: Path) -> None:
+    """Give ``copy`` (a rewritten ``trajectory``, e.g. annotated) the same provenance, or none if it has none."""
+    provenance = read_provenance(trajectory)
+    if provenance is not None:
+        write_provenance(copy, provenance)  # paths are rewritten relative to the copy's folder
+    elif sidecar(copy) != sidecar(trajectory):
+        sidecar(copy).unlink(missing_ok=True)  # a stale sidecar must not describe the new copy
