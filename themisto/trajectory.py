@@ -13,9 +13,13 @@ annotation cannot say it, its keys or storage). Everything else is derived
 from them: the validation of :func:`step_from_dict` (through
 :data:`STEP_SCHEMA` and :data:`VARIABLE_SCHEMA`), the Arrow/``datasets``
 features of the ``trajectories`` config (:mod:`themisto.building.tables`) and
-the field list of the dataset card (:mod:`themisto.building.card`). Adding a
-field is a one-place change: declare it here, with a default if older files
-lack it.
+the field list of the dataset card (:mod:`themisto.building.card`).
+
+Adding a field is a one-place change: declare it on :class:`Step` (or
+:class:`Variable`) with a default, so older files stay valid, e.g.
+``snapshot_error: str | None = column("why the snapshot failed, if it did", default=None)``;
+the validator, the features and the card follow (a committed build then gains
+the column: rebuild it).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import typing
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from themisto.exceptions import TrajectoryError
 from themisto.jsonl import iter_json_objects
@@ -153,6 +157,7 @@ STEP_SCHEMA = schema_of(Step)
 VARIABLE_SCHEMA = schema_of(Variable)
 
 _INT64 = 2**63  # the builder stores integers as Parquet int64
+_Record = TypeVar("_Record")
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,6 @@ class _Rule:
     item: tuple[type, ...] | None  # a list's item kinds, checked one by one
     keys: tuple[str, ...]  # an object's keys, each holding a string
     record: type | None  # a list of nested schema records (the runtime's variables), built as this class
-    record_rules: tuple[_Rule, ...] = ()
 
 
 def _kinds(kind: type, nullable: bool) -> tuple[type, ...]:
@@ -174,24 +178,31 @@ def _kinds(kind: type, nullable: bool) -> tuple[type, ...]:
     return kinds + (type(None),) if nullable else kinds
 
 
-def _rules(schema: tuple[SchemaField, ...]) -> tuple[_Rule, ...]:
+_RULES: dict[type, tuple[_Rule, ...]] = {}  # per schema dataclass, derived on first use
+
+
+def _rules(cls: type) -> tuple[_Rule, ...]:
+    """The checks of a schema dataclass's fields, derived once per class."""
+    if cls in _RULES:
+        return _RULES[cls]
     rules = []
-    for field in schema:
+    for field in schema_of(cls):
         item: type | None = field.item
         record: type | None = None
-        record_rules: tuple[_Rule, ...] = ()
         if item is not None and dataclasses.is_dataclass(item):
-            record, record_rules = item, _rules(schema_of(item))
-            item = None  # the items are checked as records, by their own rules
+            record, item = item, None  # the items are checked as records, by their own rules
         elif field.doc.as_json:
             item = None  # JSON-stored fields hold whatever shape their producer wrote: only the list is checked
         item_kinds = None if item is None else _kinds(item, False)
         kinds = _kinds(field.kind, field.nullable)
-        rules.append(_Rule(field.name, kinds, field.required, item_kinds, field.doc.keys, record, record_rules))
-    return tuple(rules)
+        rules.append(_Rule(field.name, kinds, field.required, item_kinds, field.doc.keys, record))
+    _RULES[cls] = tuple(rules)
+    return _RULES[cls]
 
 
-_STEP_RULES = _rules(STEP_SCHEMA)
+def record_from_dict(cls: type[_Record], record: Any, where: str) -> _Record:
+    """Validate one decoded JSON object against schema dataclass ``cls`` and build it; unknown fields are ignored."""
+    return cls(**_check_fields(record, _rules(cls), where))
 
 
 def _check_fields(record: Any, rules: tuple[_Rule, ...], what: str) -> dict[str, Any]:
@@ -214,9 +225,9 @@ def _check_fields(record: Any, rules: tuple[_Rule, ...], what: str) -> dict[str,
         if rule.keys and isinstance(value, dict):
             _check_fields(value, tuple(_Rule(key, (str,), True, None, (), None) for key in rule.keys), where)
         if rule.record is not None and isinstance(value, list):
+            nested = rule.record
             values[rule.name] = [
-                rule.record(**_check_fields(item, rule.record_rules, f"{what} {rule.name}[{i}]"))
-                for i, item in enumerate(value)
+                record_from_dict(nested, item, f"{what} {rule.name}[{i}]") for i, item in enumerate(value)
             ]
     return values
 
@@ -237,7 +248,7 @@ def _check_value(value: Any, kinds: tuple[type, ...], what: str) -> None:
 
 def step_from_dict(record: Any, where: str = "step") -> Step:
     """Validate one decoded JSON object and return it as a :class:`Step`; unknown fields are ignored."""
-    return Step(**_check_fields(record, _STEP_RULES, where))
+    return record_from_dict(Step, record, where)
 
 
 def iter_steps(path: str | os.PathLike[str]) -> Iterator[Step]:
