@@ -58,8 +58,11 @@ def _same(name: str, first: Any, second: Any) -> bool:
     return bool(first == second)
 
 
-def _shown(value: Any) -> str:
-    return "unset" if value is None else str(value)
+def _shown(name: str, value: Any) -> str:
+    """An option's value in a message; an unset working directory is the source's folder."""
+    if value is None:
+        return "(the source's folder)" if name == "workdir" else "unset"
+    return str(value)
 
 
 def with_recorded(
@@ -87,8 +90,8 @@ def with_recorded(
                     "{where} was recorded with {" + name + "} {recorded}, not {given}:"
                     " leave it out to use the recorded value" + ("" if instead is None else ", or " + instead),
                     where=where,
-                    recorded=_shown(theirs),
-                    given=_shown(mine),
+                    recorded=_shown(name, theirs),
+                    given=_shown(name, mine),
                 )
             values[name] = mine
         else:

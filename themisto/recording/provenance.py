@@ -135,7 +135,7 @@ def read_provenance(trajectory: Path) -> Provenance | None:
         source = SourceFile(
             str(raw_source["name"]),
             str(raw_source["sha256"]),
-            None if raw_source.get("path") is None else folder / raw_source["path"],
+            None if raw_source.get("path") is None else (folder / raw_source["path"]).resolve(),
         )
         options = workdir = None
         if data.get("options") is not None:
@@ -145,7 +145,7 @@ def read_provenance(trajectory: Path) -> Provenance | None:
             for name, value in values.items():
                 _check_option(name, value)
             place = data["workdir"]
-            workdir = None if place["path"] is None else folder / place["path"]
+            workdir = None if place["path"] is None else (folder / place["path"]).resolve()
             options = RecordOptions(**values, workdir=workdir if place["policy"] == GIVEN else None)
         return Provenance(
             made_by=str(data["made_by"]),

@@ -1,0 +1,152 @@
+"""Options: library errors name keywords, the CLI names flags; one name per meaning across subcommands."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from synthetic import synthetic_steps, write_steps
+
+from themisto.building.parquet import build_dataset
+from themisto.building.prompts import PROMPT_REPR_TRUNCATION_MARK, RenderOptions
+from themisto.building.tasks import SelectionOptions, select
+from themisto.cli import build_parser, main
+from themisto.evaluation.data import data_location
+from themisto.exceptions import InputError, OptionError, keyword_spelling
+from themisto.recording.options import RecordOptions
+from themisto.recording.record import record_source
+from themisto.recording.stability import check_stability
+
+ROOT = Path(__file__).resolve().parent.parent
+# a Themisto flag (--max-output-chars); lm-eval's own, which advice may name, are underscored (--log_samples)
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*(?!\w)")
+
+
+def _notebook(path: Path, cells: list[str]) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in cells]
+    nbformat.write(notebook, path)
+    return path
+
+
+def unannotated(folder: Path) -> Path:
+    """A trajectory no stability run has annotated."""
+    steps = synthetic_steps("t", 5)
+    for step in steps:
+        step.stable = None
+    return write_steps(folder / "t.jsonl", steps)
+
+
+def _raised_strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string literal inside a ``raise`` statement (f-string parts included), with its line."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            for inner in ast.walk(node.exc):
+                if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                    found.append((inner.lineno, inner.value))
+    return found
+
+
+def test_no_library_error_names_a_command_line_flag() -> None:
+    offenders = []
+    for path in sorted((ROOT / "themisto").rglob("*.py")):
+        if "cli" in path.relative_to(ROOT / "themisto").parts or path.name == "launcher.py":
+            continue  # the CLI speaks in flags; the launcher is a command line of its own
+        for line, text in _raised_strings(ast.parse(path.read_text(encoding="utf-8"))):
+            if FLAG.search(text):
+                offenders.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
+    assert not offenders
+
+
+def test_an_option_error_spells_options_per_caller_and_keeps_facts_verbatim() -> None:
+    error = OptionError("{path} exists; continue it with {resume:True} or check {max_output_chars}", path="a{b}.jsonl")
+    assert str(error) == "a{b}.jsonl exists; continue it with resume=True or check max_output_chars"
+    assert error.render(lambda name, value: f"<{name}|{value}>") == (
+        "a{b}.jsonl exists; continue it with <resume|True> or check <max_output_chars|None>"
+    )
+    summary = error.prefixed("2 of {3} failed: ")
+    assert str(summary) == "2 of {3} failed: " + str(error) and isinstance(summary, InputError)
+    assert keyword_spelling("runs", None) == "runs"
+
+
+def test_python_callers_read_keyword_names(tmp_path: Path) -> None:
+    with pytest.raises(OptionError) as info:
+        check_stability([tmp_path], runs=0)
+    assert str(info.value) == "runs must be at least 1, got 0"
+    with pytest.raises(OptionError, match=r"^prompt_repr_chars must be at least \d+$"):
+        RenderOptions(prompt_repr_chars=len(PROMPT_REPR_TRUNCATION_MARK) - 1)
+    with pytest.raises(OptionError, match=r"^quantile must be in \(0, 1\], got 2"):
+        SelectionOptions(quantile=2)
+    with pytest.raises(OptionError, match=r"^stable_only=True needs stability annotations"):
+        select([unannotated(tmp_path)], SelectionOptions(stable_only=True))
+    errors = write_steps(tmp_path / "e.jsonl", synthetic_steps("e", 20, error_rate=1.0))
+    with pytest.raises(OptionError, match=r"see include_errors, quantile and stable_only$"):
+        build_dataset([errors], tmp_path / "out")
+    with pytest.raises(OptionError, match=r"or give data\)$"):
+        data_location(str(tmp_path / "absent"))
+    source = _notebook(tmp_path / "nb.ipynb", ["1"])
+    (tmp_path / "out").mkdir(exist_ok=True)
+    (tmp_path / "out" / "nb.jsonl").write_text("precious\n")
+    with pytest.raises(OptionError, match=r"continue it with resume=True or replace it with overwrite=True$"):
+        record_source(source, tmp_path / "out", RecordOptions())
+    with pytest.raises(OptionError, match="^jobs must be at least 1$"):
+        record_source(source, tmp_path / "out", jobs=0)
+
+
+def test_the_cli_names_the_flags_that_set_those_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    errors = write_steps(tmp_path / "e.jsonl", synthetic_steps("e", 20, error_rate=1.0))
+    cases = [
+        (["build", str(errors), "-o", str(tmp_path / "b")], "see --include-errors, --quantile and --stable-only"),
+        (["build", str(errors), "-o", str(tmp_path / "b"), "--prompt-repr-chars", "3"], "--prompt-repr-chars must"),
+        # the old spelling still sets the option, and the error names the flag that --help shows
+        (["build", str(errors), "-o", str(tmp_path / "b"), "--max-repr-chars", "3"], "--prompt-repr-chars must"),
+        (["build", str(unannotated(tmp_path)), "-o", str(tmp_path / "b"), "--stable-only"], "--stable-only needs"),
+        (["build", str(errors), "-o", str(tmp_path / "b"), "--quantile", "2"], "--quantile must be in (0, 1]"),
+        (
+            ["eval", "--model", "themisto-empty", "-o", str(tmp_path / "r"), "--data", str(tmp_path / "x")],
+            "give --data)",
+        ),
+        (["stability", str(errors), "--runs", "0"], "--runs must be at least 1, got 0"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and message in error, (argv, error)
+    assert not (tmp_path / "b").exists()
+
+
+def test_several_failures_keep_the_flags_of_the_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sources = tmp_path / "nbs"
+    sources.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("a", "b"):
+        _notebook(sources / f"{name}.ipynb", ["1"])
+        (out / f"{name}.jsonl").write_text("precious\n")
+    assert main(["record", str(sources), "-o", str(out)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3 and all("--resume" in line and "--overwrite" in line for line in lines)
+    assert lines[-1].startswith("themisto record: error: 2 of 2 trajectories failed; the first: ")
+    with pytest.raises(OptionError, match="2 of 2 trajectories failed; the first: .* resume=True"):
+        record_source(sources, out)
+
+
+def test_record_and_build_repr_caps_have_one_name_each(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    record = parser.parse_args(["record", "x.ipynb", "-o", "out"])
+    build = parser.parse_args(["build", "t.jsonl"])
+    assert not hasattr(record, "prompt_repr_chars") and not hasattr(build, "max_repr_chars")
+    assert build.prompt_repr_chars == RenderOptions().prompt_repr_chars != RecordOptions().max_repr_chars
+    assert parser.parse_args(["build", "t.jsonl", "--max-repr-chars", "50"]).prompt_repr_chars == 50
+    helps = {}
+    for command in ("record", "build"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        helps[command] = capsys.readouterr().out
+    listed = re.compile(r"^\s+--max-repr-chars\b", re.MULTILINE)  # an option of the listing, not a mention
+    assert "--prompt-repr-chars" in helps["build"] and not listed.search(helps["build"])
+    assert listed.search(helps["record"]) and "--prompt-repr-chars" not in helps["record"]
