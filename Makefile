@@ -13,7 +13,9 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU wheel of torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	# dev: test and benchmark tools; corpus: what the bundled notebooks import (make run records them,
+	# tests/test_corpus.py replays one)
+	$(PY) -m pip install -q -e '.[dev,corpus]'
 	touch $@
 
 install: $(STAMP)

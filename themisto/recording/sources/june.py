@@ -1,6 +1,7 @@
 """Read a JuNE event log (``.csv``, ``.jsonl`` or ``.parquet``) as one trajectory per kernel.
 
-JuNE logs are event tables (see DESIGN.md). Events are replayed in ``time``
+JuNE logs are event tables with the columns of the public JuNE dataset
+(:data:`JUNE_COLUMNS`). Events are replayed in ``time``
 order (ties keep file order), grouped by ``kernel_id``:
 
 - ``execute`` runs its ``cell_source`` (rows whose ``cell_type`` says markdown

@@ -1,0 +1,101 @@
+"""Dependencies: the package requires what it imports; the extras, what tests, benches and the corpus import."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import functools
+import importlib.metadata
+import re
+import sys
+from pathlib import Path
+
+from themisto.trajectory import read_trajectory, trajectory_files
+
+ROOT = Path(__file__).resolve().parent.parent
+# installed by the Makefile before the extras (the CPU wheel; an unpinned torch pulls a CUDA build)
+MAKEFILE_INSTALLS = {"torch"}
+IMPORT_LINE = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+def _dist(name: str) -> str:
+    """A distribution name in its normal form (``PyYAML`` and ``pyyaml``, ``lm_eval`` and ``lm-eval`` agree)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirements(section: str, key: str) -> set[str]:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    lines = [line.strip() for line in config[section][key].splitlines()]
+    return {_dist(re.split(r"[<>=!~\[; ]", line)[0]) for line in lines if line and not line.startswith("#")}
+
+
+def _imports(folders: list[str]) -> dict[str, set[str]]:
+    """Third-party top-level modules imported by the Python files under ``folders``, with the files."""
+    local = {path.stem for folder in folders for path in (ROOT / folder).rglob("*.py")} | {"themisto"}
+    found: dict[str, set[str]] = {}
+    for folder in folders:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in sys.stdlib_module_names and top not in local:
+                        found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()  # scans every installed distribution: once
+
+
+def _providers(module: str) -> set[str]:
+    """The distributions that install a top-level module."""
+    return {_dist(dist) for dist in _distributions().get(module, [])}
+
+
+def test_the_package_requires_exactly_what_it_imports() -> None:
+    required = _requirements("options", "install_requires")
+    imported = _imports(["themisto", "lm_eval_tasks"])
+    unrequired = {module: files for module, files in imported.items() if not _providers(module) & required}
+    assert not unrequired  # imported by the package, so a plain install must bring it
+    used = set().union(*(_providers(module) for module in imported))
+    assert required <= used, f"required but never imported by the package: {sorted(required - used)}"
+
+
+def test_tests_and_benches_find_their_packages_in_the_dev_extra() -> None:
+    available = _requirements("options", "install_requires") | _requirements("options.extras_require", "dev")
+    missing = {
+        module: files
+        for module, files in _imports(["tests", "bench"]).items()
+        if module not in MAKEFILE_INSTALLS and not _providers(module) & available
+    }
+    assert not missing
+
+
+def test_the_corpus_extra_has_what_the_bundled_notebooks_import() -> None:
+    # the code the kernel ran for the committed trajectories; a step whose import failed on purpose
+    # (a package the session shows missing) needs nothing
+    imported = set()
+    for path in trajectory_files([ROOT / "data" / "trajectories"]):
+        for step in read_trajectory(path):
+            if step.error is None or step.error["ename"] != "ModuleNotFoundError":
+                imported |= set(IMPORT_LINE.findall(step.code))
+    third_party = {module for module in imported if module not in sys.stdlib_module_names}
+    corpus = _requirements("options.extras_require", "corpus")
+    assert {"sklearn", "pandas"} <= third_party
+    assert not {module for module in third_party if not _providers(module) & corpus}
+
+
+def test_make_installs_the_extras_that_make_run_and_make_test_need() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    extras = re.findall(r"pip install -q -e '\.\[([a-z,]+)\]'", makefile)
+    assert extras and set(extras[0].split(",")) == {"dev", "corpus"}
+    for package in MAKEFILE_INSTALLS:
+        assert re.search(rf"pip install -q {package}==", makefile)
