@@ -2,10 +2,13 @@
 
 In: notebooks (``.ipynb``), JuNE event logs (``.csv``, ``.jsonl``, ``.parquet``)
 or the published Zenodo record. Out: one trajectory JSONL file per kernel
-session (:mod:`themisto.trajectory`), and, from ``themisto stability``, the
-same trajectories annotated with whether each output reproduces.
+session (:mod:`themisto.trajectory`) with its provenance file beside it, and,
+from ``themisto stability``, the same trajectories annotated with whether each
+output reproduces.
 
 - :mod:`~themisto.recording.sources`: readers that turn a notebook or a log into actions
+- :mod:`~themisto.recording.options`: the recording options, and how a recording's own options prevail
+- :mod:`~themisto.recording.provenance`: how a trajectory was made, in the file beside it
 - :mod:`~themisto.recording.environment`: the kernel's scrubbed environment, kernel spec and limits
 - :mod:`~themisto.recording.launcher`: the process that applies the resource limits
 - :mod:`~themisto.recording.kernel`: one live kernel, its execute loop and faults as steps
