@@ -10,15 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lm_eval.loggers import EvaluationTracker
-from lm_eval.utils import hash_string
 from matplotlib.image import imread
+from sample_logs import lm_eval_sample, write_exec_samples, write_run
 
 from themisto.cli import main
-from themisto.evaluation.metrics import score_sample
 from themisto.reporting.stats import (
     Interval,
     bootstrap_ci,
+    disagreement_mde,
     mcnemar,
     minimum_detectable_effect,
     paired_bootstrap_ci,
@@ -67,46 +66,6 @@ def _prediction(rng: random.Random, target: str, hit_rate: float) -> str:
     return target[: len(target) // 2] + " something"
 
 
-def _lm_eval_sample(doc_id: int, doc: dict, prediction: str, filter_name: str = "answer") -> dict:
-    """One logged sample with the keys lm-eval's evaluator gives it (Themisto's filter: answer)."""
-    metrics = score_sample(prediction, doc["target"])
-    sample = {
-        "doc_id": doc_id,
-        "doc": doc,
-        "target": doc["target"],
-        "arguments": [(doc["prompt"], {"until": ["\n\n"]})],
-        "resps": [[prediction]],
-        "filtered_resps": [prediction],
-        "filter": filter_name,
-        "metrics": list(metrics),
-        "doc_hash": hash_string(json.dumps(doc)),
-        "prompt_hash": hash_string(doc["prompt"]),
-        "target_hash": hash_string(doc["target"]),
-    }
-    sample.update(metrics)
-    return sample
-
-
-def _write_run(output: Path, model: str, model_args: str, samples_by_task: dict[str, list[dict]]) -> None:
-    """Save results and samples exactly as ``lm_eval --log_samples --output_path`` does."""
-    tracker = EvaluationTracker(output_path=str(output))
-    tracker.general_config_tracker.log_experiment_args(
-        model_source=model,
-        model_args=model_args,
-        system_instruction=None,
-        chat_template=None,
-        fewshot_as_multiturn=False,
-    )
-    results = {
-        "results": {task: {"alias": task} for task in samples_by_task},
-        "configs": {task: {"task": task} for task in samples_by_task},
-        "config": {"model": model, "model_args": model_args},
-    }
-    tracker.save_results_aggregated(results=results, samples=samples_by_task)
-    for task, samples in samples_by_task.items():
-        tracker.save_results_samples(task_name=task, samples=samples)
-
-
 def _model_samples(seed: int, n: int, hit_rates: dict[str, float], drop_from_runtime: int = 0) -> dict[str, list[dict]]:
     """Scored samples of one model on the four tasks; runtime rows come in another order."""
     rng = random.Random(seed)
@@ -118,7 +77,7 @@ def _model_samples(seed: int, n: int, hit_rates: dict[str, float], drop_from_run
             rng.shuffle(rows)  # pairing must follow example ids, not positions or doc ids
             rows = rows[drop_from_runtime:]
         by_task[task] = [
-            _lm_eval_sample(position, doc, _prediction(rng, doc["target"], hit_rates[task]))
+            lm_eval_sample(position, doc, _prediction(rng, doc["target"], hit_rates[task]))
             for position, (_, doc) in enumerate(rows)
         ]
     return by_task
@@ -131,16 +90,21 @@ def _scores(samples: list[dict], metric: str, order: list[str] | None = None) ->
     return np.array([by_id[i] for i in ids])
 
 
+def _cells(line: str) -> list[str]:
+    """The stripped cells of a Markdown table line."""
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
 def _table(markdown: str, first_header: str) -> list[dict[str, str]]:
     """The rows of the Markdown table whose header starts with ``first_header``."""
     lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
-    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("|") and _cells(line)[0] == first_header)
+    header = _cells(lines[start])
     rows = []
     for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
-        rows.append(dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))))
+        rows.append(dict(zip(header, _cells(line))))
     return rows
 
 
@@ -168,8 +132,8 @@ HIT_RATES_BASELINE = {task: 0.1 for task in TASKS}
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder holding a named model's run and an unnamed baseline's run."""
     output = tmp_path_factory.mktemp("run")
-    _write_run(output, "hf", "pretrained=tiny/gpt2,dtype=float32", _model_samples(1, 60, HIT_RATES_MODEL))
-    _write_run(output, "themisto-empty", "", _model_samples(2, 40, HIT_RATES_BASELINE))
+    write_run(output, "hf", "pretrained=tiny/gpt2,dtype=float32", _model_samples(1, 60, HIT_RATES_MODEL))
+    write_run(output, "themisto-empty", "", _model_samples(2, 40, HIT_RATES_BASELINE))
     return output
 
 
@@ -242,7 +206,14 @@ def test_runtime_comparison_matches_direct_computation(run_dir: Path, report_run
             difference = paired_bootstrap_ci(a, b, resamples=RESAMPLES)
             assert row["Δ [95% CI]"] == _interval_text(difference, signed=True)
             assert row["sign-flip p"] == _p_text(sign_flip_p_value(b - a, resamples=RESAMPLES))
-            assert row["MDE"] == f"{minimum_detectable_effect(b - a):.3f}"
+            differences = b - a
+            disagreement = float(np.mean(differences != 0))
+            assert row["disagree"] == f"{disagreement:.3f}"
+            if metric.startswith("exact_match"):
+                # A 0/1 metric's MDE comes from the rate at which the two conditions disagree.
+                assert row["MDE"] == f"{disagreement_mde(len(a), disagreement):.3f}"
+            else:
+                assert row["MDE"] == f"{minimum_detectable_effect(differences):.3f}"
             if metric.startswith("exact_match"):
                 test = mcnemar(a, b)
                 expected = f"{test.only_a}/{test.only_b}, p={_p_text(test.p_value)} ({test.method})"
@@ -264,11 +235,11 @@ def test_a_filter_is_named_only_where_a_task_was_logged_under_several(
     strict = {}
     for task in ("themisto_output", "themisto_output_runtime"):
         strict[task] = [
-            _lm_eval_sample(row["doc_id"], row["doc"], _prediction(rng, row["target"], 0.5), "strict")
+            lm_eval_sample(row["doc_id"], row["doc"], _prediction(rng, row["target"], 0.5), "strict")
             for row in samples[task]
         ]
         samples[task] = samples[task] + strict[task]  # lm-eval logs every filter in one file
-    _write_run(tmp_path, "hf", "pretrained=m", samples)
+    write_run(tmp_path, "hf", "pretrained=m", samples)
     assert main(["report", str(tmp_path), "--resamples", "100"]) == 0
     markdown = capsys.readouterr().out
     rows = {r["task"]: r for r in _table(markdown, "model")}
@@ -313,9 +284,9 @@ def test_report_file_and_plot_are_written(report_run: dict) -> None:
 
 
 def test_newest_run_wins_and_unpaired_examples_are_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _write_run(tmp_path, "hf", "pretrained=m", _model_samples(3, 20, HIT_RATES_BASELINE))
+    write_run(tmp_path, "hf", "pretrained=m", _model_samples(3, 20, HIT_RATES_BASELINE))
     newest = _model_samples(4, 24, HIT_RATES_MODEL, drop_from_runtime=4)
-    _write_run(tmp_path, "hf", "pretrained=m", newest)
+    write_run(tmp_path, "hf", "pretrained=m", newest)
     assert main(["report", str(tmp_path), "--resamples", "200"]) == 0
     markdown = capsys.readouterr().out
     rows = {r["task"]: r for r in _table(markdown, "model")}
@@ -341,7 +312,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     assert "not found" in _error_of([str(tmp_path / "missing")], capsys)
 
     samples = _model_samples(5, 6, HIT_RATES_BASELINE)
-    _write_run(tmp_path, "hf", "pretrained=m", samples)
+    write_run(tmp_path, "hf", "pretrained=m", samples)
     assert "--resamples must be at least 1" in _error_of([str(tmp_path), "--resamples=0"], capsys)
     assert "--seed must be 0 or more" in _error_of([str(tmp_path), "--seed=-1"], capsys)
     (path,) = tmp_path.glob("m/samples_themisto_output_2*.jsonl")
@@ -378,9 +349,334 @@ def test_samples_without_example_ids_are_reported_but_not_paired(
     for rows in samples.values():
         for row in rows:
             row["doc"].pop("example_id", None)  # the four tasks share the doc dicts
-    _write_run(tmp_path, "hf", "pretrained=m", samples)
+    write_run(tmp_path, "hf", "pretrained=m", samples)
     assert main(["report", str(tmp_path), "--resamples", "100"]) == 0
     markdown = capsys.readouterr().out
     assert len(_table(markdown, "model")) == 4
     assert "## Runtime vs no runtime" not in markdown
     assert "not paired, samples lack doc.example_id" in markdown
+
+
+# --- Statistics that match the data: trajectories, categories, duplicates, exec outcomes, splits ---
+
+TRAJECTORY_RATES = [0.05, 0.9, 0.15, 0.8, 0.1, 0.95]  # success rate of each trajectory's examples
+PER_TRAJECTORY = 25
+OUTPUT_KINDS = ["none", "scalar", "collection", "table", "text", "error", "image", None]
+STEP_KINDS = ["first_run", "rerun_unchanged", "rerun_edited", "after_restart"]
+
+
+def _rich_docs() -> list[dict]:
+    """Rows of six trajectories with the category and duplicate columns of a current build."""
+    docs = []
+    for t, _ in enumerate(TRAJECTORY_RATES):
+        for step in range(PER_TRAJECTORY):
+            i = len(docs)
+            docs.append(
+                {
+                    "example_id": f"traj{t}/{step}",
+                    "trajectory_id": f"traj{t}",
+                    "step": step,
+                    "prompt": f"prompt {i}",
+                    "target": TARGETS[i % len(TARGETS)],
+                    "output_kind": OUTPUT_KINDS[i % len(OUTPUT_KINDS)],
+                    "step_kind": STEP_KINDS[i % len(STEP_KINDS)],
+                    # every fifth step repeats the step before it
+                    "duplicate_of": f"traj{t}/{step - 1}" if step % 5 == 4 else None,
+                }
+            )
+    return docs
+
+
+def _rich_samples(seed: int) -> dict[str, list[dict]]:
+    """Samples whose success depends on the trajectory; runtime helps in the first three trajectories."""
+    rng = random.Random(seed)
+    by_task = {}
+    for task in TASKS:
+        samples = []
+        for position, doc in enumerate(_rich_docs()):
+            t = int(doc["trajectory_id"].removeprefix("traj"))
+            rate = TRAJECTORY_RATES[t] + (0.1 if task.endswith("_runtime") and t < 3 else 0.0)
+            samples.append(lm_eval_sample(position, doc, _prediction(rng, doc["target"], rate)))
+        by_task[task] = samples
+    return by_task
+
+
+def _exec_lines(task: str, seed: int) -> list[dict]:
+    """exec-score lines: bools and 0/1 mixed, state_match null (excluded) on every seventh example."""
+    rng = random.Random(f"{task}:{seed}")
+    ok_rate = 0.8 if task.endswith("_runtime") else 0.4
+    lines = []
+    for i, doc in enumerate(_rich_docs()):
+        ok = rng.random() < ok_rate
+        lines.append(
+            {
+                "example_id": doc["example_id"],
+                "exec_ok": ok,
+                "exec_match": int(ok and rng.random() < 0.5),
+                "state_match": None if i % 7 == 0 else rng.random() < 0.3,
+                "error": None if ok else "NameError: name 'x' is not defined",
+            }
+        )
+    if not task.endswith("_runtime"):
+        lines = lines[3:] + [{"example_id": "elsewhere/1", "exec_ok": 1, "exec_match": 0, "state_match": 0}]
+    return lines
+
+
+def _run_report(args: list[str]) -> str:
+    """The Markdown ``themisto report`` prints for these arguments (exit 0)."""
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main(["report", *args, "--resamples", str(RESAMPLES)]) == 0
+    return stdout.getvalue()
+
+
+@pytest.fixture(scope="module")
+def rich_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A run with trajectories of very different difficulty, category columns and exec outcomes."""
+    output = tmp_path_factory.mktemp("rich")
+    samples = _rich_samples(21)
+    folder = write_run(output, "hf", "pretrained=org/coder", samples, split="test")
+    exec_lines = {task: _exec_lines(task, 21) for task in ("themisto_next_cell", "themisto_next_cell_runtime")}
+    for task, lines in exec_lines.items():
+        write_exec_samples(folder, task, lines)
+    return {"samples": samples, "exec": exec_lines, "markdown": _run_report([str(output)])}
+
+
+def _section(markdown: str, title: str) -> str:
+    """The text of one ``## title`` section."""
+    return markdown.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _parse_interval(cell: str) -> tuple[float, float, float]:
+    """``estimate [low, high]`` back to numbers."""
+    estimate, rest = cell.split(" [")
+    low, high = rest.rstrip("]").split(", ")
+    return float(estimate), float(low), float(high)
+
+
+def _trajectories(samples: list[dict]) -> list[str]:
+    """Each sample's trajectory id."""
+    return [s["doc"]["trajectory_id"] for s in samples]
+
+
+def test_clustered_scores_resample_whole_trajectories_and_are_wider(rich_run: dict) -> None:
+    markdown = rich_run["markdown"]
+    iid = {r["task"]: r for r in _table(_section(markdown, "Scores"), "model")}
+    clustered = {r["task"]: r for r in _table(_section(markdown, "Scores, whole trajectories resampled"), "model")}
+    assert set(clustered) == set(TASKS)
+    for task in TASKS:
+        samples = rich_run["samples"][task]
+        assert clustered[task]["trajectories"] == "6" and clustered[task]["n"] == "150"
+        for metric in METRICS:
+            values = _scores(samples, metric)
+            assert iid[task][metric] == _interval_text(bootstrap_ci(values, resamples=RESAMPLES))
+            expected = bootstrap_ci(values, clusters=_trajectories(samples), resamples=RESAMPLES)
+            assert clustered[task][metric] == _interval_text(expected)
+        # Six trajectories of very different difficulty: far fewer independent units than examples.
+        _, iid_low, iid_high = _parse_interval(iid[task]["exact_match"])
+        _, low, high = _parse_interval(clustered[task]["exact_match"])
+        assert high - low > 1.5 * (iid_high - iid_low)
+
+
+def test_clustered_paired_tests_flip_and_resample_whole_trajectories(rich_run: dict) -> None:
+    markdown = rich_run["markdown"]
+    iid = {(r["tasks"], r["metric"]): r for r in _table(_section(markdown, "Runtime vs no runtime"), "model")}
+    section = _section(markdown, "Runtime vs no runtime, whole trajectories resampled")
+    clustered = {(r["tasks"], r["metric"]): r for r in _table(section, "model")}
+    assert set(clustered) == set(iid)
+    for base in ("themisto_output", "themisto_next_cell"):
+        without, with_runtime = rich_run["samples"][base], rich_run["samples"][base + "_runtime"]
+        order = [s["doc"]["example_id"] for s in without]
+        for metric in METRICS:
+            a, b = _scores(without, metric), _scores(with_runtime, metric, order)
+            row = clustered[(f"{base} vs {base}_runtime", metric)]
+            assert row["trajectories"] == "6" and row["n"] == "150"
+            difference = paired_bootstrap_ci(a, b, clusters=_trajectories(without), resamples=RESAMPLES)
+            assert row["Δ [95% CI]"] == _interval_text(difference, signed=True)
+            p = sign_flip_p_value(b - a, clusters=_trajectories(without), resamples=RESAMPLES)
+            assert row["sign-flip p"] == _p_text(p)
+            # Six sign flips can never give a p-value below 2/64.
+            assert float(row["sign-flip p"]) >= 2 / 64
+
+
+def test_every_metric_is_broken_down_by_category(rich_run: dict) -> None:
+    markdown = rich_run["markdown"]
+    samples = rich_run["samples"]["themisto_output_runtime"]
+    for column, values in (("output_kind", OUTPUT_KINDS), ("step_kind", STEP_KINDS)):
+        rows = _table(_section(markdown, f"By {column}"), "model")
+        mine = {r[column]: r for r in rows if r["task"] == "themisto_output_runtime"}
+        labels = ["(missing)" if v is None else v for v in values]
+        assert sorted(mine) == sorted(labels)
+        assert len(rows) == len(TASKS) * len(labels)
+        for value, label in zip(values, labels):
+            subset = [s for s in samples if s["doc"][column] == value]
+            assert mine[label]["n"] == str(len(subset))
+            for metric in METRICS:
+                expected = bootstrap_ci(_scores(subset, metric), resamples=RESAMPLES)
+                assert mine[label][metric] == _interval_text(expected)
+
+
+def test_metrics_with_and_without_duplicates(rich_run: dict) -> None:
+    rows = _table(_section(rich_run["markdown"], "With and without duplicates"), "model")
+    assert len(rows) == 2 * len(TASKS)
+    for task in TASKS:
+        samples = rich_run["samples"][task]
+        originals = [s for s in samples if s["doc"]["duplicate_of"] is None]
+        assert len(originals) == 150 - 30
+        mine = {r["examples"]: r for r in rows if r["task"] == task}
+        assert (mine["all"]["n"], mine["without duplicates"]["n"]) == ("150", "120")
+        for label, subset in (("all", samples), ("without duplicates", originals)):
+            for metric in METRICS:
+                expected = bootstrap_ci(_scores(subset, metric), resamples=RESAMPLES)
+                assert mine[label][metric] == _interval_text(expected)
+
+
+def _exec_values(lines: list[dict], metric: str, ids: list[str]) -> dict[str, float]:
+    """An exec metric's non-null values by example id, limited to the samples' ids."""
+    return {
+        line["example_id"]: float(line[metric])
+        for line in lines
+        if line["example_id"] in ids and line[metric] is not None
+    }
+
+
+def test_exec_outcomes_are_reported_as_metrics_with_cis_and_paired_tests(rich_run: dict) -> None:
+    markdown = rich_run["markdown"]
+    scores = {r["task"]: r for r in _table(_section(markdown, "Scores"), "model")}
+    clustered = {r["task"]: r for r in _table(_section(markdown, "Scores, whole trajectories resampled"), "model")}
+    assert scores["themisto_output"]["exec_ok"] == "–"  # no exec file for output prediction
+    for task in ("themisto_next_cell", "themisto_next_cell_runtime"):
+        samples = rich_run["samples"][task]
+        ids = [s["doc"]["example_id"] for s in samples]
+        trajectory = dict(zip(ids, _trajectories(samples)))
+        for metric in ("exec_ok", "exec_match", "state_match"):
+            values = _exec_values(rich_run["exec"][task], metric, ids)
+            ordered = [i for i in ids if i in values]
+            data = np.array([values[i] for i in ordered])
+            cell = _interval_text(bootstrap_ci(data, resamples=RESAMPLES))
+            suffix = "" if len(values) == 150 else f" (n={len(values)})"
+            assert scores[task][metric] == cell + suffix
+            expected = bootstrap_ci(data, clusters=[trajectory[i] for i in ordered], resamples=RESAMPLES)
+            assert clustered[task][metric] == _interval_text(expected) + suffix
+    # exec_ok: 3 examples without a line in the no-runtime file; state_match: nulls excluded as well.
+    assert scores["themisto_next_cell"]["exec_ok"].endswith("(n=147)")
+    pairs = {(r["tasks"], r["metric"]): r for r in _table(_section(markdown, "Runtime vs no runtime"), "model")}
+    ok = pairs[("themisto_next_cell vs themisto_next_cell_runtime", "exec_ok")]
+    without = _exec_values(rich_run["exec"]["themisto_next_cell"], "exec_ok", list(trajectory))
+    with_runtime = _exec_values(rich_run["exec"]["themisto_next_cell_runtime"], "exec_ok", list(trajectory))
+    common = [i for i in (s["doc"]["example_id"] for s in rich_run["samples"]["themisto_next_cell"]) if i in without]
+    a = np.array([without[i] for i in common])
+    b = np.array([with_runtime[i] for i in common])
+    assert ok["n"] == str(len(common)) == "147"
+    assert ok["Δ [95% CI]"] == _interval_text(paired_bootstrap_ci(a, b, resamples=RESAMPLES), signed=True)
+    test = mcnemar(a, b)
+    assert ok["McNemar"] == f"{test.only_a}/{test.only_b}, p={_p_text(test.p_value)} ({test.method})"
+    assert float(ok["sign-flip p"]) < 0.05  # exec_ok rate 0.4 vs 0.8
+    notes = _section(markdown, "Notes")
+    assert "exec_samples_themisto_next_cell.jsonl: no line for 3 of 150 examples" in notes
+    assert "exec_samples_themisto_next_cell.jsonl: 1 lines name examples the samples do not have" in notes
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ({"example_id": "nb0/0", "exec_ok": 2, "exec_match": 0, "state_match": 0}, "'exec_ok' is 2"),
+        ({"example_id": "nb0/0", "exec_ok": "yes", "exec_match": 0, "state_match": 0}, "'exec_ok' is 'yes'"),
+        ({"example_id": "nb0/0", "exec_ok": 1, "exec_match": 0}, "no 'state_match'"),
+        ({"exec_ok": 1, "exec_match": 0, "state_match": 0}, "no 'example_id'"),
+    ],
+)
+def test_bad_exec_sample_lines_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: dict, message: str
+) -> None:
+    folder = write_run(tmp_path, "hf", "pretrained=m", _model_samples(8, 6, HIT_RATES_BASELINE))
+    path = write_exec_samples(folder, "themisto_next_cell", [line])
+    error = _error_of([str(tmp_path)], capsys)
+    assert f"{path}:1:" in error and message in error
+    good = {"example_id": "nb0/0", "exec_ok": 1, "exec_match": 0, "state_match": None}
+    write_exec_samples(folder, "themisto_next_cell", [good, good])
+    assert "appears twice" in _error_of([str(tmp_path)], capsys)
+
+
+def test_mde_section_lists_each_split_evaluated(tmp_path: Path) -> None:
+    write_run(tmp_path / "test", "hf", "pretrained=m", _model_samples(9, 40, HIT_RATES_MODEL), split="test")
+    write_run(tmp_path / "full", "hf", "pretrained=m", _model_samples(10, 90, HIT_RATES_MODEL), split="full")
+    markdown = _run_report([str(tmp_path)])
+    rows = _table(_section(markdown, "Minimum detectable effect"), "tasks")
+    assert [(r["tasks"], r["split"], r["pairs"]) for r in rows] == [
+        ("themisto_next_cell vs themisto_next_cell_runtime", "full", "90"),
+        ("themisto_next_cell vs themisto_next_cell_runtime", "test", "40"),
+        ("themisto_output vs themisto_output_runtime", "full", "90"),
+        ("themisto_output vs themisto_output_runtime", "test", "40"),
+    ]
+    for row in rows:
+        n = int(row["pairs"])
+        for rate in ("5%", "10%", "20%"):
+            mde = disagreement_mde(n, int(rate.rstrip("%")) / 100)
+            assert row[f"at {rate}"] == ("–" if np.isnan(mde) else f"{mde:.3f}")
+    assert rows[0]["at 10%"] == f"{disagreement_mde(90, 0.1):.3f}" != "0.000"
+
+
+def test_mde_is_never_zero_when_predictions_do_not_change(tmp_path: Path) -> None:
+    # A deterministic predictor answers the same with and without runtime: no pair differs.
+    samples = _model_samples(11, 100, HIT_RATES_BASELINE)
+    for base in ("themisto_output", "themisto_next_cell"):
+        samples[base + "_runtime"] = samples[base]
+    write_run(tmp_path, "themisto-repeat-last", "", samples)
+    markdown = _run_report([str(tmp_path)])
+    for row in _table(_section(markdown, "Runtime vs no runtime"), "model"):
+        assert (row["disagree"], row["MDE"], row["Δ [95% CI]"]) == ("0.000", "–", "+0.000 [0.000, 0.000]")
+    for row in _table(_section(markdown, "Minimum detectable effect"), "tasks"):
+        assert row["split"] == "test" and row["at 10%"] == f"{disagreement_mde(100, 0.1):.3f}" == "0.088"
+
+
+def test_sections_of_missing_columns_are_omitted_with_a_note(report_run: dict, tmp_path: Path) -> None:
+    markdown = report_run["stdout"]  # docs without category or duplicate columns (an older build)
+    for column in ("output_kind", "step_kind", "duplicate_of"):
+        assert f"no `{column}` column" in _section(markdown, "Notes")
+    assert "## By " not in markdown and "## With and without duplicates" not in markdown
+    samples = _model_samples(12, 12, HIT_RATES_BASELINE)
+    for rows in samples.values():
+        for row in rows:
+            row["doc"].pop("trajectory_id", None)
+    write_run(tmp_path, "hf", "pretrained=m", samples)
+    markdown = _run_report([str(tmp_path)])
+    assert "whole trajectories resampled" not in markdown
+    assert "CIs and tests resampling whole trajectories omitted" in _section(markdown, "Notes")
+
+
+def test_report_opens_with_how_to_read_it(report_run: dict) -> None:
+    lines = report_run["stdout"].splitlines()
+    assert lines[:3] == ["# Themisto report", "", "## How to read this"]
+    how_to = _section(report_run["stdout"], "How to read this")
+    assert f"{RESAMPLES:,} resamples" in how_to and "minimum detectable effect" in how_to
+
+
+def test_plot_leads_with_the_paired_difference_and_shows_zeros(tmp_path: Path) -> None:
+    from themisto.reporting.analysis import build_report
+    from themisto.reporting.plot import report_figure
+
+    same = _model_samples(13, 30, HIT_RATES_BASELINE)
+    for base in ("themisto_output", "themisto_next_cell"):
+        same[base + "_runtime"] = same[base]  # every difference exactly 0
+    write_run(tmp_path, "same", "", same)
+    write_run(tmp_path, "hf", "pretrained=gain", _model_samples(14, 30, HIT_RATES_MODEL))
+    report = build_report([tmp_path], resamples=200)
+    figure = report_figure(report)
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == [
+        "runtime − no runtime: exact_match_norm",
+        "exact_match_norm",
+        "rougeL",
+        "chrf",
+    ]
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in panels)
+    assert len(figure.legends) == 1 and all(ax.get_legend() is None for ax in panels)
+    models = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert sorted(models) == ["gain", "same"]
+    # The zero differences of "same" are drawn: a marker at 0 for each task pair, not clipped.
+    markers = dict(zip(models, (line for line in panels[0].get_lines() if line.get_marker() == "D")))
+    assert list(markers["same"].get_ydata()) == [0.0, 0.0] and not markers["same"].get_clip_on()
+    gains = {c.task: c for c in report.comparisons if c.model == "gain" and c.metric == "exact_match_norm"}
+    expected = [gains[task].clustered_difference.estimate for task in ("themisto_next_cell", "themisto_output")]
+    assert list(markers["gain"].get_ydata()) == pytest.approx(expected) and max(expected) > 0

@@ -12,7 +12,10 @@ from themisto.reporting.stats import (
     EXACT_SIGN_FLIP_MAX_N,
     MCNEMAR_EXACT_BELOW,
     bootstrap_ci,
+    bootstrap_cis,
     bootstrap_means,
+    cluster_totals,
+    disagreement_mde,
     mcnemar,
     minimum_detectable_effect,
     paired_bootstrap_ci,
@@ -149,8 +152,10 @@ def test_bootstrap_chunks_do_not_change_the_figures(monkeypatch: pytest.MonkeyPa
     values = np.random.default_rng(6).uniform(size=50)
     whole = bootstrap_means(values, resamples=500, seed=9)
     monkeypatch.setattr("themisto.reporting.stats._CHUNK_CELLS", 50 * 7)  # 7 resamples per block
+    monkeypatch.setattr("themisto.reporting.stats._CACHED_CELLS", 0)  # blocks drawn anew, not the cached whole
     assert np.array_equal(bootstrap_means(values, resamples=500, seed=9)[:7], whole[:7])
     assert bootstrap_means(values, resamples=500, seed=9).shape == (500,)
+    assert np.allclose(bootstrap_means(values, resamples=500, seed=9), whole, rtol=0, atol=1e-12)
 
 
 def test_bootstrap_ci_agrees_with_scipy_percentile_bootstrap() -> None:
@@ -204,3 +209,120 @@ def test_minimum_detectable_effect_formula_and_power() -> None:
 def test_paired_bootstrap_rejects_unaligned_samples() -> None:
     with pytest.raises(ValueError, match="differ in length"):
         paired_bootstrap_ci([0.1, 0.2], [0.3])
+
+
+def _clustered_scores(clusters: int, size: int, seed: int, spread: float = 0.35) -> tuple[np.ndarray, np.ndarray]:
+    """0/1 scores of ``clusters`` groups of ``size`` examples whose success rates differ by group, and group labels."""
+    rng = np.random.default_rng(seed)
+    rates = np.clip(0.5 + rng.normal(0, spread, clusters), 0.02, 0.98)
+    labels = np.repeat([f"nb{c:02d}" for c in range(clusters)], size)
+    return (rng.uniform(size=clusters * size) < np.repeat(rates, size)).astype(float), labels
+
+
+def test_cluster_bootstrap_with_one_example_per_cluster_is_the_example_bootstrap() -> None:
+    values = np.random.default_rng(12).uniform(size=90)
+    labels = [f"t{i:03d}" for i in range(90)]  # sorted labels keep the examples' order
+    assert bootstrap_ci(values, clusters=labels, resamples=3_000) == bootstrap_ci(values, resamples=3_000)
+
+
+def test_every_column_is_resampled_with_the_same_draws_as_alone() -> None:
+    rng = np.random.default_rng(13)
+    matrix = np.column_stack([rng.uniform(size=70), rng.integers(0, 2, 70), rng.normal(size=70)])
+    labels = rng.integers(0, 9, 70)
+    for clusters in (None, labels):
+        together = bootstrap_cis(matrix, clusters=clusters, resamples=2_000, seed=4)
+        alone = [bootstrap_ci(matrix[:, j], clusters=clusters, resamples=2_000, seed=4) for j in range(3)]
+        for a, b in zip(together, alone):
+            assert a.estimate == pytest.approx(b.estimate) and a.low == pytest.approx(b.low)
+            assert a.high == pytest.approx(b.high)
+
+
+def test_cluster_bootstrap_agrees_with_scipy_resampling_cluster_totals() -> None:
+    values, labels = _clustered_scores(clusters=14, size=25, seed=14)
+    labels[:40] = "nb00"  # clusters of unequal size: the mean is a ratio of resampled totals
+    ours = bootstrap_ci(values, clusters=labels, resamples=20_000)
+    sums, sizes = cluster_totals(values, labels)
+    theirs = scipy_stats.bootstrap(
+        (sums, sizes),
+        lambda s, n, axis=-1: s.sum(axis=axis) / n.sum(axis=axis),
+        paired=True,
+        vectorized=True,
+        method="percentile",
+        n_resamples=20_000,
+        rng=np.random.default_rng(0),
+    ).confidence_interval
+    assert ours.estimate == pytest.approx(values.mean())
+    assert ours.low == pytest.approx(theirs.low, abs=0.01)
+    assert ours.high == pytest.approx(theirs.high, abs=0.01)
+
+
+def test_cluster_bootstrap_covers_where_the_example_bootstrap_does_not() -> None:
+    # Examples share their trajectory's success rate: treating them as independent
+    # gives intervals that are too narrow and miss the true mean far too often.
+    trials, covered_iid, covered_clustered, widths = 200, 0, 0, []
+    for trial in range(trials):
+        values, labels = _clustered_scores(clusters=12, size=15, seed=100 + trial)
+        truth = 0.5  # the rates are symmetric around 0.5 before clipping at 0.02 and 0.98
+        iid = bootstrap_ci(values, resamples=1_000, seed=trial)
+        clustered = bootstrap_ci(values, clusters=labels, resamples=1_000, seed=trial)
+        covered_iid += iid.low <= truth <= iid.high
+        covered_clustered += clustered.low <= truth <= clustered.high
+        widths.append((clustered.high - clustered.low) / (iid.high - iid.low))
+    assert covered_iid / trials < 0.75
+    assert covered_clustered / trials >= 0.85
+    assert np.median(widths) > 1.5
+
+
+def test_clustered_sign_flip_flips_whole_clusters_as_scipy_does() -> None:
+    rng = np.random.default_rng(15)
+    differences = rng.choice([-1.0, 0.0, 0.0, 1.0, 1.0], size=120)
+    labels = rng.integers(0, 11, size=120)
+    sums, _ = cluster_totals(differences, labels)
+    nonzero = sums[sums != 0]
+    expected = scipy_stats.permutation_test(
+        (nonzero,), np.sum, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+    ).pvalue
+    assert sign_flip_p_value(differences, clusters=labels) == pytest.approx(expected, abs=1e-12)
+    # Far fewer independent units than examples: the clustered p-value is larger.
+    assert sign_flip_p_value(differences, clusters=labels) > sign_flip_p_value(differences)
+
+
+def test_cluster_labels_must_match_the_examples() -> None:
+    with pytest.raises(ValueError, match="one cluster label per example"):
+        bootstrap_ci([0.1, 0.2, 0.3], clusters=["a", "b"])
+
+
+def test_disagreement_mde_closed_form_and_large_n_limit() -> None:
+    z_a, z_b = scipy_stats.norm.ppf(0.975), scipy_stats.norm.ppf(0.8)
+    for n, rate in [(200, 0.1), (60, 0.2), (5_000, 0.05)]:
+        mde = disagreement_mde(n, rate)
+        # The defining equation: sqrt(n) * MDE = z_a * sqrt(rate) + z_b * sqrt(rate - MDE**2).
+        assert math.sqrt(n) * mde == pytest.approx(z_a * math.sqrt(rate) + z_b * math.sqrt(rate - mde**2))
+    assert disagreement_mde(100_000, 0.1) == pytest.approx((z_a + z_b) * math.sqrt(0.1 / 100_000), rel=1e-3)
+    # The report's table for the paper's 200-example split.
+    assert [round(disagreement_mde(200, rate), 3) for rate in (0.05, 0.10, 0.20)] == [0.044, 0.062, 0.088]
+
+
+def test_disagreement_mde_has_the_stated_power() -> None:
+    # Pairs disagree at the given rate, and the disagreements lean the way of an
+    # effect equal to the MDE: a two-sided test of the paired difference rejects
+    # in about 80% of repeated experiments.
+    rng = np.random.default_rng(16)
+    for n, rate in [(2_000, 0.05), (400, 0.2)]:
+        effect = disagreement_mde(n, rate)
+        only_b, only_a, _ = rng.multinomial(n, [(rate + effect) / 2, (rate - effect) / 2, 1 - rate], size=20_000).T
+        discordant = np.maximum(only_a + only_b, 1)
+        z = (only_b - only_a) / np.sqrt(discordant)  # McNemar's statistic without continuity correction
+        assert np.mean(np.abs(z) > scipy_stats.norm.ppf(0.975)) == pytest.approx(0.8, abs=0.02)
+
+
+def test_disagreement_mde_is_never_zero() -> None:
+    assert disagreement_mde(200, 0.05) < disagreement_mde(200, 0.1) < disagreement_mde(200, 0.2)
+    assert disagreement_mde(1_000, 0.1) < disagreement_mde(200, 0.1)
+    assert all(disagreement_mde(n, 0.1) > 0 for n in (100, 200, 10_000))
+    assert math.isnan(disagreement_mde(200, 0.0))  # no pair can differ: no effect to detect
+    assert math.isnan(disagreement_mde(10, 0.05))  # even an effect of the whole rate is not detectable
+    with pytest.raises(ValueError, match="disagreement rate"):
+        disagreement_mde(200, 1.5)
+    with pytest.raises(ValueError, match="disagreement rate"):
+        disagreement_mde(0, 0.1)

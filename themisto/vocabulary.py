@@ -72,3 +72,14 @@ def task_of_config(config: str) -> str:
 def is_runtime(name: str) -> bool:
     """Whether a config or lm-eval task is the variant with the runtime block."""
     return name.endswith(RUNTIME_SUFFIX)
+
+
+# Dataset columns that sort examples into categories; the report breaks every metric down by them.
+CATEGORY_COLUMNS = ("output_kind", "step_kind")
+# The dataset column naming the earlier example a row repeats (null when it repeats none).
+DUPLICATE_COLUMN = "duplicate_of"
+
+# ``themisto exec-score`` writes ``exec_samples_<task>.jsonl`` next to a run's
+# ``samples_<task>_<timestamp>.jsonl``: per example these 0/1 outcomes (null: excluded).
+EXEC_SAMPLES_PREFIX = "exec_samples_"
+EXEC_METRICS = ("exec_ok", "exec_match", "state_match")

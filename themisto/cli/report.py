@@ -15,10 +15,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="summarise lm-eval sample logs: CIs, paired runtime tests, table and plot",
         description=(
             "Read the per-sample logs lm-eval writes with --log_samples --output_path RUN_DIR "
-            "and print a Markdown report: each metric's mean with a bootstrap 95% CI per "
-            "model and task, and for each runtime/no-runtime task pair the paired difference "
-            "with its CI, a sign-flip permutation p-value, McNemar's test for exact match and "
-            "the minimum detectable effect."
+            "(and the exec_samples_<task>.jsonl of themisto exec-score beside them) and print a "
+            "Markdown report: each metric's mean with a bootstrap 95% CI per model and task, "
+            "resampling examples and resampling whole trajectories; for each runtime/no-runtime "
+            "task pair the paired difference with its CIs, sign-flip permutation p-values, "
+            "McNemar's test for 0/1 metrics and the minimum detectable effect (observed and at "
+            "5, 10 and 20% disagreement); every metric by output kind and step kind, and with "
+            "and without duplicate examples."
         ),
     )
     parser.add_argument(
@@ -29,7 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="an lm-eval --output_path folder (searched recursively for samples_*.jsonl)",
     )
     parser.add_argument("-o", "--output", type=Path, help="also write the Markdown report to this file")
-    parser.add_argument("--plot", type=Path, help="write a PNG of each metric's means with 95%% CI error bars")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        help="write a PNG: the paired runtime-minus-no-runtime difference, then each metric's means, with 95%% CIs",
+    )
     # No defaults here: themisto.reporting.stats owns them, and importing it (numpy) at
     # parser construction would slow down every themisto command.
     parser.add_argument(

@@ -4,26 +4,43 @@ lm-eval run with ``--log_samples --output_path RUN_DIR`` writes, per model,
 ``RUN_DIR/<model_name_sanitized>/samples_<task>_<timestamp>.jsonl`` (one line
 per document and filter: ``doc``, ``filter``, ``metrics`` — the names of the
 per-sample metrics — and each metric's value under its name) next to
-``results_<timestamp>.json`` (``model_name``, ``config.model``). Sample logs
-are searched recursively, so any folder layout works; the newest run of each
-task in a folder is used. A row names its lm-eval filter (``task [filter]``)
-only when the model's task was logged under more than one.
+``results_<timestamp>.json`` (``model_name``, ``config.model``, and per task
+its config, whose metadata names the Themisto split). Sample logs are searched
+recursively, so any folder layout works; file names are parsed with lm-eval's
+own helpers and the newest run of each task in a folder is used. A row names
+its lm-eval filter (``task [filter]``) only when the model's task was logged
+under more than one.
+
+``themisto exec-score`` may have written ``exec_samples_<task>.jsonl`` next to
+a task's log: one line per example with ``example_id`` and the 0/1 (or
+true/false) outcomes ``exec_ok``, ``exec_match`` and ``state_match``, null
+where the example is excluded (and optionally ``filter`` and ``error``). They
+join the task's samples by example id as further metrics; an excluded or
+missing outcome is ``nan`` in :attr:`TaskSamples.scores`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from themisto.exceptions import InputError
 from themisto.jsonl import iter_json_objects
+from themisto.vocabulary import CATEGORY_COLUMNS, DUPLICATE_COLUMN, EXEC_METRICS, EXEC_SAMPLES_PREFIX
 
-_SAMPLE_FILE = re.compile(r"^samples_(?P<task>.+?)(?:_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d.\-]+))?$")
+# Where ``themisto eval`` and ``evaluate()`` put the split in a task's metadata;
+# the tasks' loader reads ``test`` when it is absent (a plain lm_eval run).
+_SPLIT_KEY = "themisto_split"
+_DEFAULT_SPLIT = "test"
+# The doc fields the report reads besides ``example_id``.
+TRAJECTORY_COLUMN = "trajectory_id"
+STABLE_COLUMN = "stable"
+DOC_COLUMNS = (TRAJECTORY_COLUMN, STABLE_COLUMN, *CATEGORY_COLUMNS, DUPLICATE_COLUMN)
 
 
 @dataclass
@@ -34,9 +51,14 @@ class TaskSamples:
     task: str
     filter: str
     source: Path
+    # The Themisto split the run evaluated (None when the run left no results file).
+    split: str | None = None
     example_ids: list[str | None] = field(default_factory=list)
-    stable: list[bool | None] = field(default_factory=list)
-    has_stable: bool = False
+    # Each of DOC_COLUMNS per sample: str values (bool for ``stable``), None where absent.
+    docs: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in DOC_COLUMNS})
+    # The DOC_COLUMNS at least one doc has (a null value counts: the build has the column).
+    present: set[str] = field(default_factory=set)
+    # Per metric, one value per sample; ``nan`` only for an exec metric's excluded examples.
     scores: dict[str, list[float]] = field(default_factory=dict)
     # Set by load_samples when the model's task was logged under several filters.
     filter_shown: bool = False
@@ -45,6 +67,10 @@ class TaskSamples:
     def label(self) -> str:
         """The task name, with ``[filter]`` when the filter tells this row from another."""
         return f"{self.task} [{self.filter}]" if self.filter_shown else self.task
+
+    def column(self, name: str) -> list[Any] | None:
+        """A doc column's values per sample, or None when no doc has it (a build older than the column)."""
+        return self.docs[name] if name in self.present else None
 
 
 def _sample_files(run_dirs: Sequence[Path]) -> list[Path]:
@@ -72,27 +98,37 @@ def _read_json(path: Path) -> object:
         raise InputError(f"{path}: cannot read JSON: {exc}") from None
 
 
-def _model_name(folder: Path, stamp: str | None) -> str:
-    """The model's name from the run's results file, else the folder's name.
+def _run_info(folder: Path, stamp: str) -> tuple[str, dict[str, Any]]:
+    """The model's name and the task configs from the run's results file (else the folder's name, no configs).
 
     lm-eval takes ``model_name`` from the model args (``pretrained=...``) and
     makes up a random id when there is none (e.g. a baseline without args); then
     the model type ``config.model`` names the model better.
     """
     results = folder / f"results_{stamp}.json"
-    if not stamp or not results.is_file():
-        return folder.name
+    if not results.is_file():
+        return folder.name, {}
     content = _read_json(results)
-    if not isinstance(content, dict):
-        return folder.name
-    config = content.get("config")
-    if not isinstance(config, dict):
-        return folder.name
+    if not isinstance(content, dict) or not isinstance(content.get("config"), dict):
+        return folder.name, {}
+    config = content["config"]
+    configs = content.get("configs")
+    configs = configs if isinstance(configs, dict) else {}
     name = content.get("model_name")
     if isinstance(name, str) and name and name in str(config.get("model_args") or ""):
-        return name
+        return name, configs
     model = config.get("model")
-    return model if isinstance(model, str) and model else folder.name
+    return (model if isinstance(model, str) and model else folder.name), configs
+
+
+def _split(configs: dict[str, Any], task: str) -> str | None:
+    """The Themisto split a task was evaluated on, from its logged config; None when not logged."""
+    config = configs.get(task)
+    if not isinstance(config, dict):
+        return None
+    metadata = config.get("metadata")
+    split = metadata.get(_SPLIT_KEY) if isinstance(metadata, dict) else None
+    return split if isinstance(split, str) else _DEFAULT_SPLIT
 
 
 def _metric_value(record: dict, name: str, where: str) -> float:
@@ -101,6 +137,13 @@ def _metric_value(record: dict, name: str, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"{where}: metric {name!r} is {value!r}, not a finite number")
     return float(value)
+
+
+def _doc_value(name: str, value: object) -> Any:
+    """A doc column's value as the report uses it: ``stable`` a bool, the others a string; None otherwise."""
+    if name == STABLE_COLUMN:
+        return value if isinstance(value, bool) else None
+    return None if value is None else str(value)
 
 
 def _read_samples(path: Path, model: str, task: str) -> list[TaskSamples]:
@@ -118,9 +161,9 @@ def _read_samples(path: Path, model: str, task: str) -> list[TaskSamples]:
             samples.scores.setdefault(str(name), []).append(_metric_value(record, name, where))
         example_id = doc.get("example_id")
         samples.example_ids.append(None if example_id is None else str(example_id))
-        stable = doc.get("stable")
-        samples.has_stable = samples.has_stable or "stable" in doc
-        samples.stable.append(stable if isinstance(stable, bool) else None)
+        for column in DOC_COLUMNS:
+            samples.docs[column].append(_doc_value(column, doc.get(column)))
+        samples.present.update(column for column in DOC_COLUMNS if column in doc)
     for samples in by_filter.values():
         lengths = {len(values) for values in samples.scores.values()}
         if lengths - {len(samples.example_ids)}:
@@ -128,28 +171,104 @@ def _read_samples(path: Path, model: str, task: str) -> list[TaskSamples]:
     return list(by_filter.values())
 
 
-def load_samples(run_dirs: Sequence[Path]) -> tuple[list[TaskSamples], list[str]]:
-    """All tasks' samples under the run folders, and notes on runs left out."""
-    newest: dict[tuple[Path, str], tuple[str, Path]] = {}
-    notes: list[str] = []
-    for path in _sample_files(run_dirs):
-        match = _SAMPLE_FILE.match(path.stem)
-        if match is None:
+def _exec_outcome(record: dict, name: str, where: str) -> float:
+    """One exec-score outcome: 1.0 or 0.0, ``nan`` when null (the example is excluded), else an InputError."""
+    if name not in record:
+        raise InputError(f"{where}: no {name!r} (exec sample lines need example_id, {', '.join(EXEC_METRICS)})")
+    value = record[name]
+    if value is None:
+        return math.nan
+    if isinstance(value, bool | int | float) and value in (0, 1):
+        return float(value)
+    raise InputError(f"{where}: {name!r} is {value!r}, not 0, 1, true, false or null")
+
+
+def _read_exec(path: Path) -> dict[tuple[str | None, str], dict[str, float]]:
+    """An exec sample file's outcomes by (filter or None, example id)."""
+    outcomes: dict[tuple[str | None, str], dict[str, float]] = {}
+    for number, record in iter_json_objects(path, InputError, "exec sample file"):
+        where = f"{path}:{number}"
+        example_id = record.get("example_id")
+        if example_id is None:
+            raise InputError(f"{where}: no 'example_id'")
+        filter_name = record.get("filter")
+        key = (None if filter_name is None else str(filter_name), str(example_id))
+        if key in outcomes:
+            raise InputError(f"{where}: example {key[1]!r} appears twice")
+        outcomes[key] = {name: _exec_outcome(record, name, where) for name in EXEC_METRICS}
+    return outcomes
+
+
+def _join_exec(path: Path, task_samples: list[TaskSamples]) -> list[str]:
+    """Add the exec outcomes of ``path`` to the samples as metrics; notes on examples that do not match."""
+    outcomes = _read_exec(path)
+    used: set[tuple[str | None, str]] = set()
+    notes = []
+    for samples in task_samples:
+        if None in samples.example_ids:
+            notes.append(f"{path}: not joined, the samples of {samples.source} lack doc.example_id")
             continue
-        key = (path.parent, match["task"])
-        candidate = (match["stamp"] or "", path)
-        if key in newest:
-            older, candidate = sorted([newest[key], candidate])
-            notes.append(f"older run ignored: {older[1]}")
-        newest[key] = candidate
+        rows = []
+        for example_id in samples.example_ids:
+            key = next((k for k in ((samples.filter, example_id), (None, example_id)) if k in outcomes), None)
+            if key is not None:
+                used.add(key)
+            rows.append(outcomes.get(key) if key is not None else None)
+        for name in EXEC_METRICS:
+            samples.scores[name] = [math.nan if row is None else row[name] for row in rows]
+        missing = rows.count(None)
+        if missing:
+            notes.append(
+                f"{path}: no line for {missing} of {len(rows)} examples of {samples.label}; left out of its exec metrics"
+            )
+    unmatched = len(outcomes) - len(used)
+    if unmatched:
+        notes.append(f"{path}: {unmatched} lines name examples the samples do not have; ignored")
+    return notes
+
+
+def _newest_logs(paths: list[Path]) -> tuple[dict[tuple[Path, str], Path], list[str]]:
+    """Per (folder, task) the newest sample log, by lm-eval's file-name conventions; notes on older ones."""
+    from lm_eval.utils import get_file_task_name, get_latest_filename, get_sample_results_filenames
+
+    by_key: dict[tuple[Path, str], list[str]] = {}
+    for name in get_sample_results_filenames([str(path) for path in paths]):
+        path = Path(name)
+        task = get_file_task_name(path.name)
+        if task:  # not lm-eval's samples_<task>_<timestamp>.jsonl otherwise
+            by_key.setdefault((path.parent, task), []).append(name)
+    newest: dict[tuple[Path, str], Path] = {}
+    notes: list[str] = []
+    for key, names in by_key.items():
+        latest = get_latest_filename(names)
+        newest[key] = Path(latest)
+        notes.extend(f"older run ignored: {name}" for name in sorted(names) if name != latest)
+    return newest, notes
+
+
+def load_samples(run_dirs: Sequence[Path]) -> tuple[list[TaskSamples], list[str]]:
+    """All tasks' samples under the run folders, with their exec outcomes, and notes on what was left out."""
+    from lm_eval.utils import get_file_datetime
+
+    newest, notes = _newest_logs(_sample_files(run_dirs))
     folders_of_model: dict[str, set[Path]] = {}
     loaded: list[tuple[Path, TaskSamples]] = []
-    for (folder, task), (stamp, path) in sorted(newest.items(), key=lambda item: str(item[1][1])):
-        model = _model_name(folder, stamp or None)
+    # One results file serves all tasks of a run, and it can be large: read it once.
+    runs: dict[tuple[Path, str], tuple[str, dict[str, Any]]] = {}
+    for (folder, task), path in sorted(newest.items(), key=lambda item: str(item[1])):
+        stamp = get_file_datetime(path.name)
+        if (folder, stamp) not in runs:
+            runs[folder, stamp] = _run_info(folder, stamp)
+        model, configs = runs[folder, stamp]
         folders_of_model.setdefault(model, set()).add(folder)
         task_samples = _read_samples(path, model, task)
         if not task_samples:
             notes.append(f"no samples in {path}")
+        for samples in task_samples:
+            samples.split = _split(configs, task)
+        exec_path = folder / f"{EXEC_SAMPLES_PREFIX}{task}.jsonl"
+        if exec_path.is_file():
+            notes.extend(_join_exec(exec_path, task_samples))
         loaded.extend((folder, samples) for samples in task_samples)
     # The same model name in two folders (two runs with other settings) stays two rows.
     for folder, samples in loaded:

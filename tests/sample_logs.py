@@ -1,0 +1,70 @@
+"""lm-eval sample logs written by lm-eval's own EvaluationTracker, for the report's tests and benchmark.
+
+``write_run`` saves results and samples exactly as ``lm_eval --log_samples
+--output_path`` does; ``write_exec_samples`` writes what ``themisto exec-score``
+leaves next to them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lm_eval.loggers import EvaluationTracker
+from lm_eval.utils import hash_string
+
+from themisto.evaluation.metrics import score_sample
+
+
+def lm_eval_sample(doc_id: int, doc: dict, prediction: str, filter_name: str = "answer") -> dict:
+    """One logged sample with the keys lm-eval's evaluator gives it (Themisto's filter: answer)."""
+    metrics = score_sample(prediction, doc["target"])
+    sample = {
+        "doc_id": doc_id,
+        "doc": doc,
+        "target": doc["target"],
+        "arguments": [(doc["prompt"], {"until": ["\n\n"]})],
+        "resps": [[prediction]],
+        "filtered_resps": [prediction],
+        "filter": filter_name,
+        "metrics": list(metrics),
+        "doc_hash": hash_string(json.dumps(doc)),
+        "prompt_hash": hash_string(doc["prompt"]),
+        "target_hash": hash_string(doc["target"]),
+    }
+    sample.update(metrics)
+    return sample
+
+
+def write_run(
+    output: Path, model: str, model_args: str, samples_by_task: dict[str, list[dict]], split: str | None = None
+) -> Path:
+    """Save results and samples as ``lm_eval --log_samples --output_path`` does; return the model's folder.
+
+    ``split`` goes into each task's logged metadata as ``themisto eval --split`` puts it.
+    """
+    tracker = EvaluationTracker(output_path=str(output))
+    tracker.general_config_tracker.log_experiment_args(
+        model_source=model,
+        model_args=model_args,
+        system_instruction=None,
+        chat_template=None,
+        fewshot_as_multiturn=False,
+    )
+    metadata = {} if split is None else {"metadata": {"version": 1.0, "themisto_split": split}}
+    results = {
+        "results": {task: {"alias": task} for task in samples_by_task},
+        "configs": {task: {"task": task, **metadata} for task in samples_by_task},
+        "config": {"model": model, "model_args": model_args},
+    }
+    tracker.save_results_aggregated(results=results, samples=samples_by_task)
+    for task, samples in samples_by_task.items():
+        tracker.save_results_samples(task_name=task, samples=samples)
+    return output / str(tracker.general_config_tracker.model_name_sanitized)
+
+
+def write_exec_samples(folder: Path, task: str, lines: list[dict]) -> Path:
+    """``exec_samples_<task>.jsonl`` next to the task's sample log, one JSON object a line."""
+    path = folder / f"exec_samples_{task}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
