@@ -100,7 +100,26 @@ def test_sign_flip_edge_cases() -> None:
     assert sign_flip_p_value([0.0, 0.0, 0.0]) == 1.0
     assert sign_flip_p_value([]) == 1.0
     # A Monte Carlo p-value is never 0, however extreme the data.
-    assert sign_flip_p_value(np.ones(100), resamples=999) == pytest.approx(1 / 1000)
+    assert sign_flip_p_value(np.linspace(1.0, 2.0, 100), resamples=999) == pytest.approx(1 / 1000)
+    # Nor is the exact p-value of one-magnitude differences: 2 of the 2**100 sign patterns are as extreme.
+    assert sign_flip_p_value(np.ones(100)) == pytest.approx(2 / 2**100, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [5, EXACT_SIGN_FLIP_MAX_N, 40, 300])
+def test_sign_flip_of_0_1_differences_is_exact_and_matches_mcnemar(n: int) -> None:
+    rng = np.random.default_rng(n)
+    a, b = rng.integers(0, 2, size=n), (rng.uniform(size=n) < 0.7).astype(int)
+    differences = (b - a).astype(float)
+    signs = differences[differences != 0]
+    expected = scipy_stats.binomtest(int(np.sum(signs > 0)), len(signs), 0.5).pvalue
+    assert sign_flip_p_value(differences) == pytest.approx(expected, rel=1e-12)
+    # The same seed-free value whatever the resamples: nothing is drawn.
+    assert sign_flip_p_value(differences, resamples=10, seed=5) == sign_flip_p_value(differences)
+    if len(signs) <= EXACT_SIGN_FLIP_MAX_N:  # equal to enumerating every sign pattern
+        exact = scipy_stats.permutation_test(
+            (signs,), np.sum, permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+        ).pvalue
+        assert sign_flip_p_value(differences) == pytest.approx(exact, rel=1e-12)
 
 
 def _binary_pairs(only_a: int, only_b: int, both: int = 7, neither: int = 5) -> tuple[list, list]:

@@ -329,17 +329,16 @@ def _categories(samples: TaskSamples, column: str, resamples: int, seed: int) ->
     return rows
 
 
-def _duplicates(samples: TaskSamples, resamples: int, seed: int) -> list[CategorySummary]:
-    """Every metric over all examples and over those that repeat no earlier example."""
+def _duplicates(samples: TaskSamples, overall: list[MetricSummary], resamples: int, seed: int) -> list[CategorySummary]:
+    """Every metric over all examples (``overall``, already computed) and over those that repeat no earlier one."""
     repeats = samples.column(DUPLICATE_COLUMN)
     if repeats is None:
         return []
-    everything = np.arange(len(repeats))
     originals = np.flatnonzero([value is None for value in repeats])
-    return [
-        CategorySummary(DUPLICATE_COLUMN, label, summary)
-        for label, rows in ((ALL_EXAMPLES, everything), (WITHOUT_DUPLICATES, originals))
-        for summary in _summaries(samples, rows, False, resamples, seed)
+    # The same rows under the same seed give the same figures: compute them only when rows were dropped.
+    kept = overall if len(originals) == len(repeats) else _summaries(samples, originals, False, resamples, seed)
+    return [CategorySummary(DUPLICATE_COLUMN, ALL_EXAMPLES, summary) for summary in overall] + [
+        CategorySummary(DUPLICATE_COLUMN, WITHOUT_DUPLICATES, summary) for summary in kept
     ]
 
 
@@ -362,9 +361,12 @@ def build_report(run_dirs: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES
     all_samples, notes = load_samples(run_dirs)
     metrics: list[str] = []
     summaries: list[MetricSummary] = []
+    duplicates: list[CategorySummary] = []
     for samples in all_samples:
         metrics += [metric for metric in samples.scores if metric not in metrics]
-        summaries += _summaries(samples, np.arange(len(samples.example_ids)), True, resamples, seed)
+        overall = _summaries(samples, np.arange(len(samples.example_ids)), True, resamples, seed)
+        summaries += overall
+        duplicates += _duplicates(samples, overall, resamples, seed)
     if not summaries:  # nothing to tabulate or plot
         listed = ", ".join(str(d) for d in run_dirs)
         raise InputError(f"the sample logs under {listed} hold no scored samples")
@@ -391,7 +393,6 @@ def build_report(run_dirs: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES
     categories = [
         row for column in category_columns for s in all_samples for row in _categories(s, column, resamples, seed)
     ]
-    duplicates = [row for samples in all_samples for row in _duplicates(samples, resamples, seed)]
     return Report(
         metrics=metrics,
         summaries=summaries,

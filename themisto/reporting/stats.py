@@ -265,10 +265,12 @@ def sign_flip_p_value(
     sign. The statistic is ``|sum(d)|``; zero differences cannot change it and
     are dropped. With ``clusters`` the signs of whole clusters flip together
     (the cluster's examples share whatever made them differ), so the test runs
-    on the per-cluster sums. With at most :data:`EXACT_SIGN_FLIP_MAX_N` non-zero
-    terms all sign patterns are enumerated (exact p); otherwise ``resamples``
-    random patterns give the Monte Carlo estimate ``(1 + hits) / (1 + resamples)``,
-    which never returns 0. No non-zero term gives p = 1.
+    on the per-cluster sums. Non-zero terms of one magnitude (a 0/1 metric's
+    differences) give the exact binomial p-value; otherwise, with at most
+    :data:`EXACT_SIGN_FLIP_MAX_N` non-zero terms, all sign patterns are
+    enumerated (exact p), and beyond that ``resamples`` random patterns give
+    the Monte Carlo estimate ``(1 + hits) / (1 + resamples)``, which never
+    returns 0. No non-zero term gives p = 1.
     """
     data = _as_vector(differences)
     if clusters is not None and len(data):
@@ -277,6 +279,11 @@ def sign_flip_p_value(
     n = len(nonzero)
     if n == 0:
         return 1.0
+    if np.all(np.abs(nonzero) == abs(nonzero[0])):
+        # Equal magnitudes (the ±1 differences of a 0/1 metric): the number of
+        # positive signs is Binomial(n, 1/2) under the null, so the p-value is
+        # exact for any n; it is McNemar's exact test.
+        return _binomial_two_sided(int(np.count_nonzero(nonzero > 0)), n)
     observed = abs(nonzero.sum())
     # Sums of the same numbers in another order may differ in the last bits; a
     # relative tolerance keeps exact ties (e.g. 0/1 differences) counted as ties.
@@ -293,6 +300,16 @@ def sign_flip_p_value(
         signs = rng.integers(0, 2, size=(rows, n), dtype=np.int8) * 2 - 1
         hits += int(np.count_nonzero(np.abs(signs @ nonzero) >= threshold))
     return (1 + hits) / (1 + resamples)
+
+
+def _binomial_two_sided(successes: int, n: int) -> float:
+    """Exact two-sided binomial test at 1/2: ``min(1, 2 * P(X <= min(k, n - k)))`` with ``X ~ Binomial(n, 1/2)``."""
+    smaller = min(successes, n - successes)
+    term, total = 1, 1  # C(n, 0); then C(n, k + 1) = C(n, k) * (n - k) / (k + 1), exact in integers
+    for k in range(smaller):
+        term = term * (n - k) // (k + 1)
+        total += term
+    return min(1.0, 2.0 * (total / 2**n))
 
 
 def _binary(values: ArrayLike, name: str) -> np.ndarray:
@@ -322,8 +339,7 @@ def mcnemar(a: ArrayLike, b: ArrayLike) -> McNemarResult:
         return McNemarResult(only_a, only_b, 0.0, 1.0, "none")
     if discordant < MCNEMAR_EXACT_BELOW:
         smaller = min(only_a, only_b)
-        tail = sum(math.comb(discordant, k) for k in range(smaller + 1)) / 2**discordant
-        return McNemarResult(only_a, only_b, float(smaller), min(1.0, 2.0 * tail), "exact")
+        return McNemarResult(only_a, only_b, float(smaller), _binomial_two_sided(smaller, discordant), "exact")
     statistic = (abs(only_a - only_b) - 1) ** 2 / discordant
     # The chi-square survival function with 1 df is erfc(sqrt(x / 2)).
     return McNemarResult(only_a, only_b, statistic, math.erfc(math.sqrt(statistic / 2.0)), "chi2")
