@@ -680,3 +680,24 @@ def test_plot_leads_with_the_paired_difference_and_shows_zeros(tmp_path: Path) -
     gains = {c.task: c for c in report.comparisons if c.model == "gain" and c.metric == "exact_match_norm"}
     expected = [gains[task].clustered_difference.estimate for task in ("themisto_next_cell", "themisto_output")]
     assert list(markers["gain"].get_ydata()) == pytest.approx(expected) and max(expected) > 0
+
+
+def test_an_outcome_excluded_everywhere_gets_no_column_or_panel(tmp_path: Path) -> None:
+    from themisto.reporting.analysis import build_report
+    from themisto.reporting.plot import report_figure
+
+    samples = _model_samples(15, 20, HIT_RATES_MODEL)
+    folder = write_run(tmp_path, "hf", "pretrained=m", samples)
+    for task in ("themisto_next_cell", "themisto_next_cell_runtime"):
+        lines = [
+            {"example_id": s["doc"]["example_id"], "exec_ok": i % 2, "exec_match": 0, "state_match": None}
+            for i, s in enumerate(samples[task])
+        ]
+        write_exec_samples(folder, task, lines)
+    header = _table(_section(_run_report([str(tmp_path)]), "Scores"), "model")[0]
+    assert list(header)[3:] == [*METRICS, "exec_ok", "exec_match"]
+    figure = report_figure(build_report([tmp_path], resamples=100))
+    panels = {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
+    assert "state_match" not in panels
+    shown = [label.get_text() for label in panels["exec_ok"].get_xticklabels()]
+    assert shown == ["themisto_next_cell", "themisto_next_cell_runtime"]

@@ -363,8 +363,9 @@ def build_report(run_dirs: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES
     summaries: list[MetricSummary] = []
     duplicates: list[CategorySummary] = []
     for samples in all_samples:
-        metrics += [metric for metric in samples.scores if metric not in metrics]
         overall = _summaries(samples, np.arange(len(samples.example_ids)), True, resamples, seed)
+        # A metric with no value anywhere (an exec outcome null on every example) gets no column.
+        metrics += [s.metric for s in overall if s.metric not in metrics]
         summaries += overall
         duplicates += _duplicates(samples, overall, resamples, seed)
     if not summaries:  # nothing to tabulate or plot

@@ -95,7 +95,9 @@ def report_figure(report: Report) -> Figure:
             for s in report.summaries
             if s.metric == metric
         }
-        _bars(ax, tasks, models, intervals, signed=False)
+        # Only the tasks that have the metric (exec outcomes exist for next-cell prediction only).
+        shown = [task for task in tasks if any((model, task) in intervals for model in models)]
+        _bars(ax, shown, models, intervals, signed=False)
         ax.set_title(metric)
         ax.set_xlabel("task")
         ax.set_ylabel(f"mean {metric}")

@@ -274,7 +274,7 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[TaskSamples], list[str]
     for folder, samples in loaded:
         if len(folders_of_model[samples.model]) > 1:
             samples.model = f"{samples.model} ({folder})"
-    all_samples = [samples for _, samples in loaded]
+    all_samples = sorted((samples for _, samples in loaded), key=lambda s: (s.model, s.task, s.filter))
     # Every Themisto task has the one filter `answer`: naming it in each row is
     # noise. Only a task logged under several filters (a task config with
     # strict and flexible extraction) needs the name to keep its rows apart.
