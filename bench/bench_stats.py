@@ -254,19 +254,20 @@ def _report_row(models: int, repetitions: int) -> dict:
 
     with tempfile.TemporaryDirectory() as scratch:
         _write_runs(Path(scratch), models, N)
-        times = []
+        times, cpu_times = [], []
         for _ in range(repetitions):
             stats._cached_weights.cache_clear()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             render_markdown(build_report([Path(scratch)]))
             times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - cpu_start)
     seconds = statistics.median(times)
     return {
         "benchmark": "stats",
         "measure": f"themisto report, {models} models x 4 tasks x {N} examples, categories and exec metrics "
         f"(build + Markdown, 10,000 resamples, median of {repetitions})",
         "target": f"<= {REPORT_TARGET_S:g} s",
-        "value": f"{seconds:.2f} s",
+        "value": f"{seconds:.2f} s (CPU {statistics.median(cpu_times):.2f} s)",
         "passed": seconds <= REPORT_TARGET_S,
     }
 
