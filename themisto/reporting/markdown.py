@@ -144,7 +144,8 @@ def _comparisons(report: Report) -> list[str]:
         "below 25 discordant pairs, else continuity-corrected chi-square), the share of pairs whose "
         "scores differ, and the minimum detectable effect at this n (alpha 0.05, power 0.8): for a "
         "0/1 metric at the observed disagreement rate, else from the spread of the differences; "
-        "– where no pair differs (see the fixed rates below).",
+        "– where no pair differs, or where no effect the observed rate allows is detectable at this n "
+        "(see the fixed rates below).",
         "",
     ]
     rows = [
