@@ -701,3 +701,16 @@ def test_an_outcome_excluded_everywhere_gets_no_column_or_panel(tmp_path: Path) 
     assert "state_match" not in panels
     shown = [label.get_text() for label in panels["exec_ok"].get_xticklabels()]
     assert shown == ["themisto_next_cell", "themisto_next_cell_runtime"]
+
+
+def test_same_seed_same_report_and_another_seed_another(tmp_path: Path) -> None:
+    write_run(tmp_path, "hf", "pretrained=org/coder", _rich_samples(21), split="test")
+    first = _run_report([str(tmp_path)])
+    assert _run_report([str(tmp_path)]) == first  # the second run reuses the cached bootstrap draws
+    other = io.StringIO()
+    with contextlib.redirect_stdout(other):
+        assert main(["report", str(tmp_path), "--resamples", str(RESAMPLES), "--seed", "1"]) == 0
+    assert other.getvalue() != first
+    # Only resampled figures move: the means stay.
+    for row, moved in zip(_table(first, "model"), _table(other.getvalue(), "model")):
+        assert [_parse_interval(row[m])[0] for m in METRICS] == [_parse_interval(moved[m])[0] for m in METRICS]
