@@ -22,8 +22,10 @@ task at once, the sign flips are one matrix product, and importing
 ``scipy.stats`` alone takes longer than a whole report.
 
 Every random procedure takes a ``seed`` and returns the same figures for the
-same seed and input. Resampling is vectorised with numpy and done in chunks so
-memory stays bounded (about :data:`_CHUNK_CELLS` numbers at a time).
+same seed and input. Resampling is vectorised with numpy and done in blocks of
+about :data:`_CHUNK_CELLS` numbers; the draws for samples of up to
+:data:`_CACHED_CELLS` numbers are kept (for the last four sizes) because a
+report resamples many samples of the same size under one seed.
 """
 
 from __future__ import annotations
