@@ -358,7 +358,20 @@ def _missing_column_notes(all_samples: list[TaskSamples]) -> tuple[list[str], li
 
 def build_report(run_dirs: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Report:
     """Scores with bootstrap CIs and paired runtime-vs-none tests for the run folders."""
+    from threadpoolctl import threadpool_limits
+
     all_samples, notes = load_samples(run_dirs)
+    # The resampling is many small matrix products: BLAS threads cost more than
+    # they give, most of all on a busy machine (bench/bench_stats.py: on the
+    # loaded 2-core machine one thread halved the report's CPU and wall time).
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _report(run_dirs, all_samples, notes, resamples, seed)
+
+
+def _report(
+    run_dirs: Sequence[Path], all_samples: list[TaskSamples], notes: list[str], resamples: int, seed: int
+) -> Report:
+    """The figures of :func:`build_report` from the loaded samples."""
     metrics: list[str] = []
     summaries: list[MetricSummary] = []
     duplicates: list[CategorySummary] = []
