@@ -261,14 +261,16 @@ def _report_row(models: int, repetitions: int) -> dict:
             render_markdown(build_report([Path(scratch)]))
             times.append(time.perf_counter() - start)
             cpu_times.append(time.process_time() - cpu_start)
-    seconds = statistics.median(times)
+    # The target is on CPU time: on the shared 2-core machine the wall time
+    # mostly measures what else is running.
+    cpu = statistics.median(cpu_times)
     return {
         "benchmark": "stats",
-        "measure": f"themisto report, {models} models x 4 tasks x {N} examples, categories and exec metrics "
-        f"(build + Markdown, 10,000 resamples, median of {repetitions})",
+        "measure": f"themisto report CPU time, {models} models x 4 tasks x {N} examples, categories and exec "
+        f"metrics (build + Markdown, 10,000 resamples, median of {repetitions})",
         "target": f"<= {REPORT_TARGET_S:g} s",
-        "value": f"{seconds:.2f} s (CPU {statistics.median(cpu_times):.2f} s)",
-        "passed": seconds <= REPORT_TARGET_S,
+        "value": f"{cpu:.2f} s (wall {statistics.median(times):.2f} s)",
+        "passed": cpu <= REPORT_TARGET_S,
     }
 
 
