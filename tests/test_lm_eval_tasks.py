@@ -97,7 +97,7 @@ def test_every_stop_sequence_is_a_header_of_the_real_prompt_format(loaded: dict[
 def test_a_runtime_task_differs_from_its_pair_only_in_data(loaded: dict[str, Any]) -> None:
     def comparable(name: str) -> dict[str, Any]:
         config = loaded["tasks"][name].config.to_dict()
-        for key in ("task", "dataset_kwargs", "metadata"):
+        for key in ("task", "dataset_name", "metadata"):
             config.pop(key)
         return config
 

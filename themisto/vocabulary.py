@@ -34,6 +34,10 @@ LM_EVAL_TASKS = {
     NEXT_CELL_TASK: NEXT_CELL_PREDICTION,
     NEXT_CELL_TASK + RUNTIME_SUFFIX: NEXT_CELL_PREDICTION + RUNTIME_SUFFIX,
 }
+# The filter every task applies to a response (unwrap a fenced answer); results are keyed "<metric>,answer".
+ANSWER_FILTER = "answer"
+# The pairs of tasks that differ only by the runtime block: (without, with).
+TASK_PAIRS = tuple((task, task + RUNTIME_SUFFIX) for task in (OUTPUT_TASK, NEXT_CELL_TASK))
 
 # Per-sample metrics, in the order tables show them.
 METRIC_NAMES = ("exact_match", "exact_match_norm", "rougeL", "chrf")
@@ -62,6 +66,9 @@ INSTABILITY_CAUSES = (
 
 # The environment variable naming the build to evaluate (a folder or a Hub id).
 DATA_ENV = "THEMISTO_DATA"
+# The Hub dataset the task YAMLs name as `dataset_path`: where `themisto publish` puts the
+# reference build, and what lm-eval loads when the task folder runs without this package.
+HUB_DATASET_ID = "themisto-bench/themisto"
 
 
 def task_of_config(config: str) -> str:

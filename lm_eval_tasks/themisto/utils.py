@@ -1,18 +1,61 @@
-"""Hooks the Themisto task YAMLs name with ``!function``; the logic lives in the package."""
+"""Hooks the Themisto task YAMLs name with ``!function``.
+
+With the ``themisto`` package installed they are the package's own: its data
+loader (which finds the build as ``themisto.evaluation.data`` says) and its
+fast metrics. Without it, e.g. with this folder copied into lm-eval's
+``lm_eval/tasks/``, this file needs only what lm-eval installs:
+``load_dataset`` is None, so lm-eval loads the YAMLs' ``dataset_path`` and
+``dataset_name`` itself, and the metrics below compute the same per-sample
+values with ``rouge_score`` and ``sacrebleu`` (``tests/test_task_folder.py``
+proves both give equal values).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from themisto.evaluation.answers import unfence
-from themisto.evaluation.data import load_task_dataset
-from themisto.evaluation.metrics import score_sample
+load_dataset: Callable[..., Any] | None
+try:
+    from themisto.evaluation.answers import unfence
+    from themisto.evaluation.data import load_task_dataset as load_dataset
+    from themisto.evaluation.metrics import score_sample
+except ImportError:  # the folder runs inside lm-eval without the package
+    load_dataset = None  # `custom_dataset: None`: lm-eval loads dataset_path / dataset_name
 
+    # An opening Markdown fence at the very start of an answer, possibly after one
+    # lead-in line ending in a colon (themisto.evaluation.answers).
+    _OPENING_FENCE = re.compile(r"\s*(?:[^`\n]{0,80}:[ \t]*\n\s*)?(`{3,})[^`\n]*\n")
+    _MEMORY_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+    _LINE_BREAK = re.compile(r"\r\n?")
 
-def load_dataset(**kwargs: Any) -> dict[str, Any]:
-    """``custom_dataset``: lm-eval passes the task metadata and ``dataset_kwargs`` as keywords."""
-    return load_task_dataset(**kwargs)
+    def unfence(answer: str) -> str:
+        """The body of ``answer`` when it starts with a fenced code block, else ``answer`` unchanged."""
+        opening = _OPENING_FENCE.match(answer)
+        if opening is None:
+            return answer
+        body = answer[opening.end() :]
+        closing = re.search(rf"^ *{opening.group(1)}`*[ \t]*$", body, flags=re.MULTILINE)
+        return body[: closing.start()] if closing else body
+
+    def _normalize(text: str) -> str:
+        """Line ends unified, trailing whitespace stripped, memory addresses masked."""
+        text = _LINE_BREAK.sub("\n", text)
+        text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
+        return _MEMORY_ADDRESS.sub("0x?", text)
+
+    def score_sample(pred: str, ref: str) -> dict[str, float]:
+        """Exact match (strict and normalised), ROUGE-L F1 and chrF on a 0-1 scale."""
+        from rouge_score.rouge_scorer import RougeScorer
+        from sacrebleu.metrics import CHRF
+
+        return {
+            "exact_match": float(pred == ref),
+            "exact_match_norm": float(_normalize(pred) == _normalize(ref)),
+            "rougeL": RougeScorer(["rougeL"]).score(ref, pred)["rougeL"].fmeasure,
+            "chrf": CHRF().sentence_score(pred, [ref]).score / 100,
+        }
 
 
 def unfence_answers(resps: Iterable[str], docs: Iterable[dict[str, Any]]) -> list[str]:

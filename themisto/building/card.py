@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import datasets
+import pyarrow.parquet as pq
+from datasets.info import DatasetInfosDict
+
 from themisto.building.prompts import RenderOptions
-from themisto.building.tables import VALUE_TYPES, config_splits
+from themisto.building.tables import VALUE_TYPES, config_features, config_splits
 from themisto.building.tasks import Selection, SelectionOptions
-from themisto.exceptions import InputError
+from themisto.exceptions import InputError, short_message
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField
 from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, SPLITS
 
@@ -20,6 +24,24 @@ if TYPE_CHECKING:
 BUILD_OPTIONS_KEY = "themisto_build"  # card YAML key holding the options of the build
 # build options renamed since cards were first written: old name -> new name
 _RENAMED_OPTIONS = {"max_repr_chars": "prompt_repr_chars"}
+ARXIV_ID = "2504.12365"  # the paper; an ``arxiv:`` tag makes the Hub link the dataset to it
+ZENODO_RECORD = "https://zenodo.org/records/14861889"
+
+# The license identifiers the Hub accepts in a card's ``license:`` field
+# (https://huggingface.co/docs/hub/repositories-licenses); huggingface_hub ships no such list.
+HUB_LICENSES = frozenset(
+    """
+    apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
+    bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear
+    c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0
+    cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0
+    cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl
+    ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl
+    lgpl-2.1 lgpl-3.0 isc lppl-1.3c ms-pl apple-ascl mpl-2.0 odc-by odbl openrail++ osl-3.0
+    postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr deepfloyd-if-license llama2 llama3 llama3.1
+    llama3.2 llama3.3 gemma unknown other
+    """.split()
+)
 
 CITATION = """@article{grotov2025themisto,
   title   = {Themisto: Jupyter-Based Runtime Benchmark},
@@ -29,6 +51,20 @@ CITATION = """@article{grotov2025themisto,
 }"""
 
 
+def check_license(license_id: str) -> None:
+    """Raise :class:`InputError` unless ``license_id`` is one of the Hub's license identifiers."""
+    if license_id not in HUB_LICENSES:
+        raise InputError(
+            f"license {license_id!r} is not a Hugging Face Hub license identifier (e.g. apache-2.0, cc-by-4.0, "
+            "mit; 'other' for any other license)"
+        )
+
+
+def data_file(config: str, split: str) -> str:
+    """The path of one split of one config inside a build, as the card's ``configs`` block names it."""
+    return f"{config}/{split}.parquet"
+
+
 def _size_category(rows: int) -> str:
     for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
         if rows < limit:
@@ -36,49 +72,98 @@ def _size_category(rows: int) -> str:
     return "1M<n<10M"
 
 
-def _card_yaml(summary: BuildSummary, license_id: str) -> str:
-    largest = max(n for splits in summary.rows.values() for n in splits.values())
-    lines = [
-        "---",
-        "pretty_name: Themisto",
-        f"license: {license_id}",
-        "language:",
-        "- en",
-        "task_categories:",
-        "- text-generation",
-        "tags:",
-        "- code",
-        "- jupyter",
-        "- notebooks",
-        "- runtime",
-        "- benchmark",
-        "size_categories:",
-        f"- {_size_category(largest)}",
-        "configs:",
-    ]
+def _dataset_infos(folder: Path) -> DatasetInfosDict:
+    """Features and split sizes of every config, as ``load_dataset`` checks them and the Hub shows them.
+
+    ``num_bytes`` is the uncompressed size of a split's Parquet data, read from the file's metadata
+    (no row is read again); ``download_size`` the size of the files.
+    """
+    infos = DatasetInfosDict()
     for config in CONFIG_NAMES:
-        lines.append(f"- config_name: {config}")
-        if config == DEFAULT_CONFIG:
-            lines.append("  default: true")
-        lines.append("  data_files:")
+        splits = datasets.SplitDict()
+        download_size = 0
         for split in config_splits(config):
-            lines += [f"  - split: {split}", f"    path: {config}/{split}.parquet"]
+            path = folder / data_file(config, split)
+            meta = pq.ParquetFile(path).metadata
+            num_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            splits.add(datasets.SplitInfo(name=split, num_bytes=num_bytes, num_examples=meta.num_rows))
+            download_size += path.stat().st_size
+        infos[config] = datasets.DatasetInfo(
+            features=config_features(config),
+            splits=splits,
+            download_size=download_size,
+            dataset_size=sum(info.num_bytes for info in splits.values()),
+        )
+    return infos
+
+
+def card_metadata(summary: BuildSummary, license_id: str, folder: Path) -> str:
+    """The card's YAML block (between ``---`` lines), made by huggingface_hub from plain data, never by hand."""
+    from huggingface_hub import DatasetCardData
+
+    check_license(license_id)
+    largest = max(n for splits in summary.rows.values() for n in splits.values())
+    configs = []
+    for config in CONFIG_NAMES:
+        entry: dict[str, Any] = {"config_name": config}
+        if config == DEFAULT_CONFIG:
+            entry["default"] = True
+        entry["data_files"] = [{"split": split, "path": data_file(config, split)} for split in config_splits(config)]
+        configs.append(entry)
+    card_data = DatasetCardData(
+        pretty_name="Themisto",
+        license=license_id,
+        language=["en"],
+        task_categories=["text-generation"],
+        tags=["code", "jupyter", "notebooks", "runtime", "benchmark", f"arxiv:{ARXIV_ID}"],
+        size_categories=[_size_category(largest)],
+        configs=configs,
+        # the license above covers this build; the data it may derive from keeps its own
+        license_note=(
+            f"{license_id} covers this build (prompts, targets, tables). Trajectories imported from the "
+            f"published Themisto record (Zenodo 14861889, {ZENODO_RECORD}) keep that record's license."
+        ),
+    )
     # the options of this build, so `read_build_options` can rebuild it byte for byte
-    lines.append(f"{BUILD_OPTIONS_KEY}:")
-    options = {**asdict(summary.selection_options), **asdict(summary.render_options)}
-    lines += [f"  {key}: {json.dumps(value)}" for key, value in options.items()]
-    lines.append("---")
-    return "\n".join(lines) + "\n"
+    card_data[BUILD_OPTIONS_KEY] = {**asdict(summary.selection_options), **asdict(summary.render_options)}
+    _dataset_infos(folder).to_dataset_card_data(card_data)
+    return f"---\n{card_data.to_yaml()}\n---\n"
 
 
-def read_build_options(folder: str | Path) -> tuple[SelectionOptions, RenderOptions, str]:
-    """The selection and render options and license of a built dataset, from its card."""
+def read_card_metadata(folder: str | Path) -> dict[str, Any]:
+    """The YAML metadata of a build's ``README.md`` dataset card, as a dict.
+
+    Raises :class:`InputError` when the card is missing, has no ``---`` block or the block is not a
+    YAML mapping, so a broken card is one clear error before any loader trips over it.
+    """
     import yaml
 
     card = Path(folder) / "README.md"
     try:
-        front = card.read_text(encoding="utf-8").split("---\n", 2)[1]
-        meta = yaml.safe_load(front)
+        text = card.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{card}: cannot read the dataset card ({short_message(exc)})") from None
+    match = _YAML_BLOCK.match(text)
+    if match is None:
+        raise InputError(f"{card}: the dataset card has no YAML block between --- lines")
+    try:
+        meta = yaml.safe_load(match[1])
+    except yaml.YAMLError as exc:
+        raise InputError(f"{card}: the dataset card's YAML is invalid ({short_message(exc)})") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{card}: the dataset card's YAML block is not a mapping")
+    return meta
+
+
+# The metadata block of a card: a first line ``---``, then YAML up to the next ``---`` line.
+_YAML_BLOCK = re.compile(r"---[ \t]*\r?\n(.*?)^---[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+def read_build_options(folder: str | Path) -> tuple[SelectionOptions, RenderOptions, str]:
+    """The selection and render options and license of a built dataset, from its card."""
+    card = Path(folder) / "README.md"
+    meta = read_card_metadata(folder)
+    try:
         options = meta[BUILD_OPTIONS_KEY]
         for old, new in _RENAMED_OPTIONS.items():  # a card written before an option was renamed
             if old in options and new not in options:
@@ -86,12 +171,12 @@ def read_build_options(folder: str | Path) -> tuple[SelectionOptions, RenderOpti
         selection = SelectionOptions(**{k: options[k] for k in SelectionOptions.__dataclass_fields__})
         render = RenderOptions(**{k: options[k] for k in RenderOptions.__dataclass_fields__})
         return selection, render, str(meta["license"])
-    except (OSError, IndexError, KeyError, TypeError, yaml.YAMLError) as exc:
+    except (KeyError, TypeError) as exc:
         raise InputError(f"{card}: not a Themisto dataset card with build options ({exc})") from None
 
 
-def dataset_card(summary: BuildSummary, license_id: str, showcase: dict[str, Any] | None = None) -> str:
-    """The README.md dataset card of a build: YAML configs, then what a reader needs to know.
+def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase: dict[str, Any] | None = None) -> str:
+    """The README.md dataset card of the build in ``folder``: YAML metadata, then what a reader needs to know.
 
     ``showcase`` (``example_id`` and ``runtime_text`` of one runtime row) is quoted so a reader sees
     what the runtime condition adds to a prompt.
@@ -119,7 +204,7 @@ def dataset_card(summary: BuildSummary, license_id: str, showcase: dict[str, Any
         if opts.stable_only
         else "Stability is not used for selection; `stable` records it when known."
     )
-    return f"""{_card_yaml(summary, license_id)}
+    return f"""{card_metadata(summary, license_id, folder)}
 # Themisto: a Jupyter runtime benchmark
 
 Themisto measures whether language models can use the *runtime state* of a

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from themisto.building.parquet import parquet_path
-from themisto.exceptions import InputError
+from themisto.exceptions import InputError, short_message
 from themisto.vocabulary import RUNTIME_SUFFIX, SPLITS, TASK_CONFIGS, TASKS, task_of_config
 
 
@@ -37,7 +38,13 @@ def find_pair(folder: str | Path, config: str, example_id: str) -> ExamplePair:
             path = parquet_path(Path(folder), name, split)
             if not path.is_file():
                 raise InputError(f"{path} is missing; rebuild the dataset")
-            rows.append(pq.read_table(path, filters=[("example_id", "=", example_id)]).to_pylist())
+            try:
+                table = pq.read_table(path, filters=[("example_id", "=", example_id)])
+            except (pa.ArrowException, OSError) as exc:  # a truncated or foreign file
+                raise InputError(
+                    f"{path}: not a readable Parquet file ({short_message(exc)}); rebuild the dataset"
+                ) from None
+            rows.append(table.to_pylist())
         if rows[0] and rows[1]:
             return ExamplePair(task, example_id, split, rows[0][0], rows[1][0])
     raise InputError(f"no example {example_id!r} in {task} (ids look like <trajectory_id>/<step>)")

@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from themisto.building.card import dataset_card
+from themisto.building.card import check_license, data_file, dataset_card
 from themisto.building.prompts import RenderOptions
 from themisto.building.tables import BATCH_ROWS, config_features, config_splits, iter_tables
 from themisto.building.tasks import Selection, SelectionOptions, select
@@ -58,7 +58,7 @@ class BuildSummary:
 
 def parquet_path(folder: Path, config: str, split: str) -> Path:
     """Where a build puts one split of one config."""
-    return Path(folder) / config / f"{split}.parquet"
+    return Path(folder) / data_file(config, split)
 
 
 class _SplitWriter:
@@ -112,6 +112,7 @@ def build_dataset(
     input fails before any rendering), then one pass renders and writes all splits.
     Files are staged next to ``out_dir`` and moved in only when complete.
     """
+    check_license(license_id)  # before any work: the card could not be written
     selection = selection or SelectionOptions()
     render = render or RenderOptions()
     out_dir = Path(out_dir)
@@ -143,7 +144,7 @@ def build_dataset(
         rows = {config: {split: counts[config, split] for split in config_splits(config)} for config in CONFIG_NAMES}
         summary = BuildSummary(chosen, selection, render, rows, [p.name for p in paths])
         showcase = _showcase_row(parquet_path(staged, OUTPUT_PREDICTION + RUNTIME_SUFFIX, "test"))
-        (staged / "README.md").write_text(dataset_card(summary, license_id, showcase), encoding="utf-8")
+        (staged / "README.md").write_text(dataset_card(summary, license_id, staged, showcase), encoding="utf-8")
         _replace_build(staged, out_dir)
     return summary
 

@@ -15,8 +15,9 @@ import logging
 import sys
 import time
 
+from themisto.cli.options import add_data_argument
 from themisto.exceptions import InputError
-from themisto.vocabulary import DATA_ENV, LM_EVAL_GROUP, SPLITS
+from themisto.vocabulary import LM_EVAL_GROUP, SPLITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,9 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--limit", type=_limit, default=None, metavar="N", help="at most N examples per task (a fraction if < 1)"
     )
     parser.add_argument("-o", "--output", required=True, metavar="RUN_DIR", help="folder for results and samples")
-    parser.add_argument(
-        "--data", default=None, help=f"built dataset folder or Hub id (default: ${DATA_ENV}, else the bundled build)"
-    )
+    add_data_argument(parser, "built dataset folder or Hub id, e.g. ORG/themisto")
     parser.add_argument(
         "--split", default="test", choices=SPLITS, help="test: the paper-style sample; full: every eligible example"
     )
@@ -89,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     """Evaluate, write lm-eval's results and samples under ``--output``, print the results table."""
     from lm_eval.utils import make_table, setup_logging
 
-    from themisto.evaluation.data import data_location
+    from themisto.cli.options import describe_data
+    from themisto.evaluation.data import find_data
     from themisto.evaluation.harness import evaluate
     from themisto.exceptions import short_message
 
@@ -100,8 +100,11 @@ def run(args: argparse.Namespace) -> int:
         # keep the terminal to progress bars and the results.
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
     tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
-    data = data_location(args.data)
-    print(f"themisto eval: {args.model} on {', '.join(tasks)} ({args.split} split of {data})", file=sys.stderr)
+    data = find_data(args.data)
+    print(
+        f"themisto eval: {args.model} on {', '.join(tasks)}, {args.split} split of {describe_data(data)}",
+        file=sys.stderr,
+    )
     started = time.perf_counter()
     try:
         results = evaluate(
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             tasks=tasks,
             limit=args.limit,
             output_path=args.output,
-            data=data,
+            data=data.location,
             split=args.split,
             batch_size=_batch_size(args.batch_size),
             device=args.device,

@@ -1,4 +1,4 @@
-"""Option helpers shared by the subcommands: kernel options, sizes, shards, range checks and error lines.
+"""Option helpers shared by the subcommands: kernel options, data, progress, sizes, shards, range checks, errors.
 
 Every flag's destination is the keyword name of the library option it sets
 (``--kernel`` sets ``kernel_name``), so a library :class:`OptionError` that
@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from themisto.exceptions import InputError, OptionError, one_line
 from themisto.recording.options import RecordOptions
+from themisto.vocabulary import DATA_ENV
+
+if TYPE_CHECKING:
+    from themisto.evaluation.data import DataLocation
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -114,3 +119,66 @@ def error_line(exc: BaseException, flags: Mapping[str, str]) -> str:
         return flag if value in (None, "True") else f"{flag} {value}"
 
     return one_line(exc.render(spell))
+
+
+def add_data_argument(parser: argparse.ArgumentParser, what: str = "built dataset folder or Hub id") -> None:
+    """``--data``: the build a command reads, found by the one data rule of :mod:`themisto.evaluation.data`."""
+    parser.add_argument(
+        "--data",
+        default=None,
+        metavar="DIR",
+        help=f"{what} (default: ${DATA_ENV}, else ./hf_dataset if present, else the build bundled with the package)",
+    )
+
+
+def describe_data(data: DataLocation) -> str:
+    """Which build a command reads and which rule chose it, for its status line on stderr."""
+    from themisto.evaluation.data import GIVEN
+
+    return f"{data.location} (from {'--data' if data.source == GIVEN else data.source})"
+
+
+class ProgressBars:
+    """tqdm bars on stderr, one per kind of work; silent with ``quiet`` or when stderr is not a terminal.
+
+    An instance is the ``progress(what, done, total)`` hook the library's long functions call
+    (see :mod:`themisto.progress`); use it as a context manager so the bars are closed.
+    """
+
+    def __init__(self, quiet: bool = False, unit: str = "step") -> None:
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.unit = unit
+        self._bars: dict[str, Any] = {}
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        bar = self._bars.get(what)
+        if bar is None:
+            bar = self._bars[what] = tqdm(desc=what, total=total, unit=self.unit, file=sys.stderr, dynamic_ncols=True)
+        bar.total = total
+        bar.update(done - bar.n)  # through update(), so tqdm's rate and ETA follow the work
+
+    def write(self, message: str) -> None:
+        """Print a line on stderr without tearing a bar."""
+        if self._bars:
+            from tqdm import tqdm
+
+            tqdm.write(message, file=sys.stderr)
+        else:
+            print(message, file=sys.stderr)
+
+    def __enter__(self) -> ProgressBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for bar in self._bars.values():
+            bar.close()
+        self._bars.clear()
+
+
+def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
+    """``-q``: no progress bars (they are off anyway when stderr is not a terminal)."""
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars on stderr")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+from themisto.cli.options import add_data_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,14 +20,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="output_prediction or next_cell_prediction (a *_runtime name shows the same pair)",
     )
     parser.add_argument("example_id", help="example id, <trajectory_id>/<step>")
-    parser.add_argument("--data", default="hf_dataset", help="built dataset folder (default: %(default)s)")
+    add_data_argument(parser, "built dataset folder")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from themisto.building.lookup import find_pair
+    from themisto.cli.options import describe_data
+    from themisto.evaluation.data import find_data
 
-    pair = find_pair(args.data, args.config, args.example_id)
+    data = find_data(args.data, local=True)
+    pair = find_pair(data.location, args.config, args.example_id)
+    print(f"themisto show: {describe_data(data)}", file=sys.stderr)
     rule = "=" * 72
     print(f"{rule}\n{pair.task} / {pair.example_id} (split {pair.split})\n{rule}")
     print(f"--- prompt without runtime ({pair.task}) ---\n{pair.plain['prompt']}")

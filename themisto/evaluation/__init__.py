@@ -10,6 +10,6 @@ In: a dataset folder or Hub id. Out: lm-eval result files and per-sample logs
 - :mod:`~themisto.evaluation.answers`: answer post-processing (fenced code blocks)
 """
 
-from themisto.evaluation.harness import evaluate, task_manager
+from themisto.evaluation.harness import evaluate, scores, task_manager
 
-__all__ = ["evaluate", "task_manager"]
+__all__ = ["evaluate", "scores", "task_manager"]

@@ -85,8 +85,14 @@ class _Baseline(LM):
 
     name = ""
 
-    def __init__(self, **_options: Any) -> None:
-        # lm-eval passes batch_size, device, ...: meaningless for a lookup, so ignored.
+    # What lm-eval passes every model besides its --model_args: meaningless for a lookup, so ignored.
+    RUN_OPTIONS = frozenset({"batch_size", "max_batch_size", "device"})
+
+    def __init__(self, **options: Any) -> None:
+        unknown = sorted(set(options) - self.RUN_OPTIONS)
+        if unknown:
+            # a misspelt option would otherwise be ignored without a word
+            raise InputError(f"{self.name} takes no model arguments, got {', '.join(unknown)}")
         super().__init__()
 
     @abc.abstractmethod

@@ -1,15 +1,21 @@
 """Where a build is found and how a task config is loaded from it, always from the files on disk.
 
-Data location, in order of precedence: the ``data`` argument, the
-``THEMISTO_DATA`` environment variable (a built dataset folder or a Hub id),
-then the default build that ships with the package (``hf_dataset/`` next to
-the package in a checkout, ``themisto/hf_dataset/`` in an installed wheel).
-The task files are found the same way, so nothing depends on the cwd.
+One rule finds the build for every command and for the lm-eval tasks
+(:func:`find_data`), first match wins:
+
+1. the ``data`` argument (``--data`` on the command line): a build folder or a Hub id;
+2. the ``THEMISTO_DATA`` environment variable: the same;
+3. ``./hf_dataset`` when the working directory has one (where ``themisto build`` writes by default);
+4. the build that ships with the package (``hf_dataset/`` next to the package in a checkout,
+   ``themisto/hf_dataset/`` in an installed wheel).
+
+The task files are found through the package too, so nothing depends on the cwd.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,17 +43,61 @@ def tasks_path() -> Path:
     return bundled_path("lm_eval_tasks") / "themisto"
 
 
-def data_location(data: str | None = None) -> str:
-    """The dataset to evaluate on: ``data``, else ``$THEMISTO_DATA``, else the bundled build."""
-    chosen = data or os.environ.get(DATA_ENV) or str(bundled_path("hf_dataset"))
+# How a build was chosen, in the order find_data tries them.
+GIVEN = "given"
+FROM_ENV = f"${DATA_ENV}"
+FROM_CWD = "./hf_dataset"
+BUNDLED = "the bundled build"
+DEFAULT_BUILD = "hf_dataset"  # the folder name of a build in the working directory
+
+
+@dataclass(frozen=True)
+class DataLocation:
+    """A build to read: a resolved folder or a Hub id, and which rule chose it."""
+
+    location: str
+    source: str  # GIVEN, FROM_ENV, FROM_CWD or BUNDLED
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the build is a folder on this machine (else a Hub id)."""
+        return Path(self.location).is_absolute()
+
+
+def find_data(data: str | None = None, *, local: bool = False) -> DataLocation:
+    """The build to read: ``data``, else ``$THEMISTO_DATA``, else ``./hf_dataset``, else the bundled build.
+
+    A folder must hold a readable dataset card (``README.md`` with a YAML block), so a
+    broken build fails here in one line rather than inside ``datasets``. ``local``: a Hub
+    id is refused (for commands that read the files themselves).
+    """
+    if data:
+        chosen, source = data, GIVEN
+    elif os.environ.get(DATA_ENV):
+        chosen, source = os.environ[DATA_ENV], FROM_ENV
+    elif Path(DEFAULT_BUILD).is_dir():
+        chosen, source = DEFAULT_BUILD, FROM_CWD
+    else:
+        chosen, source = str(bundled_path(DEFAULT_BUILD)), BUNDLED
+    named = chosen if source == GIVEN else f"{chosen} (from {source})"
     path = Path(chosen).expanduser()
     if path.exists():
         if not (path / "README.md").is_file():
-            raise InputError(f"{chosen}: not a built Themisto dataset (no README.md dataset card)")
-        return str(path.resolve())
+            raise InputError(f"{named}: not a built Themisto dataset (no README.md dataset card)")
+        from themisto.building.card import read_card_metadata
+
+        read_card_metadata(path)
+        return DataLocation(str(path.resolve()), source)
     if _looks_like_hub_id(chosen):
-        return chosen
-    raise OptionError("{chosen}: dataset folder not found (set {env} or give {data})", chosen=chosen, env=DATA_ENV)
+        if local:
+            raise InputError(f"{named} is a Hub id; this needs a build folder on this machine")
+        return DataLocation(chosen, source)
+    raise OptionError("{named}: dataset folder not found (set {env} or give {data})", named=named, env=DATA_ENV)
+
+
+def data_location(data: str | None = None) -> str:
+    """The folder or Hub id :func:`find_data` chooses."""
+    return find_data(data).location
 
 
 def _looks_like_hub_id(name: str) -> bool:

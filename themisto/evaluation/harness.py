@@ -14,15 +14,17 @@ The data is found as :mod:`themisto.evaluation.data` says.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themisto.evaluation.data import check_split, data_location, tasks_path
-from themisto.exceptions import InputError
-from themisto.vocabulary import LM_EVAL_GROUP
+from themisto.exceptions import InputError, short_message
+from themisto.vocabulary import ANSWER_FILTER, LM_EVAL_GROUP, LM_EVAL_TASKS, TASK_PAIRS
 
 if TYPE_CHECKING:
+    import torch
     from lm_eval.api.model import LM
     from lm_eval.tasks import TaskManager
 
@@ -48,7 +50,7 @@ def task_manager(data: str | None = None, split: str = "test") -> TaskManager:
 
 
 def evaluate(
-    model: str | LM,
+    model: str | LM | torch.nn.Module,
     model_args: str | dict[str, Any] | None = None,
     tasks: Sequence[str] = (LM_EVAL_GROUP,),
     limit: int | float | None = None,
@@ -56,19 +58,22 @@ def evaluate(
     *,
     data: str | None = None,
     split: str = "test",
+    tokenizer: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any] | None:
     """Evaluate ``model`` on Themisto tasks with ``lm_eval.simple_evaluate``; return its results.
 
     ``model`` is an lm-eval model name (``hf``, ``vllm``, ``themisto-empty``,
-    ...) or an ``lm_eval.api.model.LM`` instance (e.g. ``HFLM(pretrained=model)``
-    wrapping the model being trained). Samples are always logged; with
-    ``output_path`` the results JSON and one ``samples_<task>_<date>.jsonl``
-    per task are written in lm-eval's own layout
+    ...), an ``lm_eval.api.model.LM`` instance, or a transformers model object
+    (the model being trained), which is wrapped in lm-eval's ``HFLM`` with
+    ``tokenizer`` and put back in the train or eval mode it was in. Samples are
+    always logged; with ``output_path`` the results JSON and one
+    ``samples_<task>_<date>.jsonl`` per task are written in lm-eval's own layout
     (``output_path/<model name>/``), which ``themisto report`` reads.
     ``kwargs`` go to ``simple_evaluate`` (``batch_size``,
     ``apply_chat_template``, ``gen_kwargs``, ...). Returns None on the
     non-zero ranks of a multi-process run, as ``simple_evaluate`` does.
+    :func:`themisto.integrations.scores` flattens the results.
     """
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
@@ -81,23 +86,108 @@ def evaluate(
     if unknown:
         raise InputError(f"unknown task(s) {', '.join(unknown)} (choose from {', '.join(manager.all_tasks)})")
     tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
-    results = lm_eval.simple_evaluate(
-        model=model,
-        model_args=model_args,
-        tasks=tasks,
-        limit=limit,
-        task_manager=manager,
-        evaluation_tracker=tracker,
-        log_samples=True,
-        **kwargs,
-    )
+    module = _torch_module(model)
+    was_training = module.training if module is not None else False
+    try:
+        if module is not None:
+            from lm_eval.models.huggingface import HFLM
+
+            model = HFLM(pretrained=module, tokenizer=tokenizer, batch_size=kwargs.get("batch_size", 1))
+        with _quiet_git():
+            results = lm_eval.simple_evaluate(
+                model=model,
+                model_args=model_args,
+                tasks=tasks,
+                limit=limit,
+                task_manager=manager,
+                evaluation_tracker=tracker,
+                log_samples=True,
+                **kwargs,
+            )
+    except TypeError as exc:
+        # a model argument the model's constructor does not take; any other TypeError is a bug
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        name = model if isinstance(model, str) else type(model).__name__
+        raise InputError(f"{name}: a model argument is not accepted: {short_message(exc)}") from exc
+    finally:
+        if module is not None:
+            module.train(was_training)  # HFLM switched it to eval mode
     if results is not None and tracker is not None:
         _name_run(tracker, model, model_args)
         _save(tracker, results)
     return results
 
 
-def _name_run(tracker: Any, model: str | LM, model_args: str | dict[str, Any] | None) -> None:
+def scores(results: dict[str, Any], prefix: str = "themisto") -> dict[str, float]:
+    """lm-eval results as flat numbers, for a trainer's loggers or a dashboard.
+
+    ``<prefix>/<task>/<metric>`` holds each task's mean (``themisto/themisto_output/exact_match``);
+    ``<prefix>/delta/<task>/<metric>`` the runtime task's mean minus its pair's without runtime
+    (``themisto/delta/themisto_output/exact_match``), present when both tasks were run. With the
+    same ``limit`` both tasks of a pair score the same examples, so this is the paired difference.
+    Standard errors and the group's aggregate are left out.
+    """
+    flat: dict[str, float] = {}
+    for task, values in results["results"].items():
+        if task not in LM_EVAL_TASKS:
+            continue
+        for key, value in values.items():
+            metric, _, filter_name = key.partition(",")
+            if filter_name == ANSWER_FILTER and not metric.endswith("_stderr") and isinstance(value, (int, float)):
+                flat[f"{prefix}/{task}/{metric}"] = float(value)
+    for plain, runtime in TASK_PAIRS:
+        for key in [key for key in flat if key.startswith(f"{prefix}/{runtime}/")]:
+            metric = key.rsplit("/", 1)[1]
+            without = flat.get(f"{prefix}/{plain}/{metric}")
+            if without is not None:
+                flat[f"{prefix}/delta/{plain}/{metric}"] = flat[key] - without
+    return flat
+
+
+def _torch_module(model: object) -> torch.nn.Module | None:
+    """``model`` when it is a torch module (a transformers model object), else None."""
+    if isinstance(model, str):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return model if isinstance(model, torch.nn.Module) else None
+
+
+@contextmanager
+def _quiet_git() -> Iterator[None]:
+    """Let lm-eval record the git hash of the working directory without git printing to the terminal.
+
+    lm-eval runs ``git describe`` with the terminal as its stderr, so outside a repository every
+    evaluation printed "fatal: not a git repository". The same lookup, with git's stderr captured,
+    stands in for it while ``simple_evaluate`` runs.
+    """
+    import lm_eval.evaluator
+
+    original = lm_eval.evaluator.get_git_commit_hash
+    lm_eval.evaluator.get_git_commit_hash = _git_commit_hash
+    try:
+        yield
+    finally:
+        lm_eval.evaluator.get_git_commit_hash = original
+
+
+def _git_commit_hash() -> str | None:
+    """``git describe --always`` in the working directory, else the hash of its ``.git`` folder, else None."""
+    import subprocess
+
+    from lm_eval.loggers.utils import get_commit_from_path
+
+    try:
+        done = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, check=True)
+    except (subprocess.CalledProcessError, OSError):
+        return get_commit_from_path(os.getcwd())
+    return done.stdout.strip()
+
+
+def _name_run(tracker: Any, model: str | LM | torch.nn.Module, model_args: str | dict[str, Any] | None) -> None:
     """Name the results folder after the model when its arguments do not name it.
 
     lm-eval takes the name from ``pretrained=``/``model=``-like arguments and
