@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 from dataset_fixture import task_rows, write_dataset
+from tiny_model import make_tiny_model
 
 from themisto.cli import main as themisto_main
 from themisto.evaluation.metrics import score_sample
 from themisto.vocabulary import LM_EVAL_TASKS as TASKS
-from themisto.vocabulary import METRIC_NAMES, TASK_CONFIGS
+from themisto.vocabulary import METRIC_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
 LIMIT = 3
@@ -37,25 +38,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def tiny_model(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random GPT-2 (2 layers, width 64) and a BPE tokenizer trained on the fixture prompts."""
-    import torch
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-
-    texts = [row["prompt"] + row["target"] for config in TASK_CONFIGS for row in task_rows(data_dir, config, "full")]
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>", pad_token="<|endoftext|>"
-    )
-    torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=len(tokenizer), n_positions=1024, n_embd=64, n_layer=2, n_head=2,
-        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
-    model_dir = tmp_path_factory.mktemp("tiny-gpt2")
-    GPT2LMHeadModel(config).save_pretrained(model_dir)
-    tokenizer.save_pretrained(model_dir)
-    return model_dir
+    return make_tiny_model(data_dir, tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
@@ -130,6 +113,16 @@ def test_a_trainer_evaluates_the_model_object_it_holds(data_dir: Path, tiny_mode
     assert written["results"]["themisto_next_cell_runtime"] == results["results"]["themisto_next_cell_runtime"]
     first_two = [row["example_id"] for row in task_rows(data_dir, "next_cell_prediction_runtime")][:2]
     assert [record["doc"]["example_id"] for record in samples["themisto_next_cell_runtime"]] == first_two
+
+
+def test_a_model_argument_the_model_does_not_take_is_one_line(
+    data_dir: Path, tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["eval", "--model", "hf", "--model-args", f"pretrained={tiny_model},bogus=1", "--device", "cpu"]
+    assert themisto_main([*args, "--data", str(data_dir), "--limit", "1", "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("themisto eval: error: hf: a model argument is not accepted") and "'bogus'" in err[-1]
+    assert not (tmp_path / "run").exists()
 
 
 def baseline_run(model: str, data_dir: Path, out: Path, *options: str) -> dict[str, list[dict[str, Any]]]:

@@ -177,6 +177,7 @@ def test_a_missing_or_unbuilt_dataset_is_a_clear_error(tmp_path: Path) -> None:
         (["--model", "themisto-empty", "--tasks", "gsm8k"], "unknown task(s) gsm8k"),
         (["--model", "themisto-empty", "--data", "/nonexistent/data"], "dataset folder not found"),
         (["--model", "themisto-empty", "--batch-size", "many"], "--batch-size"),
+        (["--model", "themisto-empty", "--model-args", "foo=1"], "themisto-empty takes no model arguments, got foo"),
     ],
 )
 def test_eval_reports_bad_input_in_one_line(
