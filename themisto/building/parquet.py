@@ -42,7 +42,8 @@ from themisto.building.prompts import RenderOptions
 from themisto.building.tables import BATCH_ROWS, config_features, config_splits, iter_tables
 from themisto.building.tasks import Selection, SelectionOptions, select
 from themisto.exceptions import OptionError
-from themisto.vocabulary import CONFIG_NAMES, OUTPUT_PREDICTION, RUNTIME_SUFFIX
+from themisto.progress import Progress
+from themisto.vocabulary import CONFIG_NAMES, OUTPUT_PREDICTION, RUNTIME_SUFFIX, TRAJECTORIES
 
 
 @dataclass
@@ -105,19 +106,21 @@ def build_dataset(
     selection: SelectionOptions | None = None,
     render: RenderOptions | None = None,
     license_id: str = "apache-2.0",
+    progress: Progress | None = None,
 ) -> BuildSummary:
     """Write every config of ``trajectories`` as Parquet plus a dataset card into ``out_dir``.
 
     Two passes over the input: selection reads and validates every step (so bad
     input fails before any rendering), then one pass renders and writes all splits.
     Files are staged next to ``out_dir`` and moved in only when complete.
+    ``progress`` follows both passes: ``"select"`` counts files, ``"write"`` steps.
     """
     check_license(license_id)  # before any work: the card could not be written
     selection = selection or SelectionOptions()
     render = render or RenderOptions()
     out_dir = Path(out_dir)
     paths = [Path(p) for p in trajectories]
-    chosen = select(paths, selection)
+    chosen = select(paths, selection, progress)
     for task, ids in chosen.tasks.items():
         if not ids.full:
             raise OptionError(
@@ -137,8 +140,12 @@ def build_dataset(
             for split in config_splits(config)
         }
         try:
+            written = 0
             for piece in iter_tables(paths, chosen, selection.max_context_chars, render):
                 writers[piece.config, piece.split].write(piece.table)
+                if piece.config == TRAJECTORIES and progress is not None:  # one trajectories piece per batch of steps
+                    written += len(piece.table)
+                    progress("write", written, chosen.steps)
         finally:
             counts = {key: writer.close() for key, writer in writers.items()}
         rows = {config: {split: counts[config, split] for split in config_splits(config)} for config in CONFIG_NAMES}

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from themisto.exceptions import InputError, OptionError
+from themisto.progress import Progress
 from themisto.trajectory import Step, Variable, iter_steps
 from themisto.vocabulary import TASKS
 
@@ -167,23 +168,27 @@ def target_stable(task: str, output_stable: bool | None) -> bool | None:
     return output_stable if task == "output_prediction" else True
 
 
-def scan(paths: Sequence[Path]) -> list[StepStats]:
-    """First pass: lengths and flags of every step, in trajectory-file order."""
+def scan(paths: Sequence[Path], progress: Progress | None = None) -> list[StepStats]:
+    """First pass: lengths and flags of every step, in trajectory-file order; ``progress`` counts files."""
     stats: list[StepStats] = []
     seen: set[str] = set()
-    for path in paths:
+    for done, path in enumerate(paths):
+        if progress is not None:
+            progress("select", done, len(paths))
         for step in iter_steps(path):
             key = example_id(step.trajectory_id, step.step)
             if key in seen:
                 raise InputError(f"{path}: step {key} occurs twice (duplicate trajectory id or step number)")
             seen.add(key)
             stats.append(StepStats(key, len(step.code), len(step.output), step.error is not None, step.stable))
+    if progress is not None:
+        progress("select", len(paths), len(paths))
     return stats
 
 
-def select(paths: Sequence[Path], options: SelectionOptions) -> Selection:
+def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None) -> Selection:
     """Apply the selection protocol and return the chosen example ids per task."""
-    stats = scan(paths)
+    stats = scan(paths, progress)
     if not stats:
         raise InputError("the trajectories hold no steps")
     import numpy as np  # here, not at the top: the CLI imports this module to build its parser

@@ -6,6 +6,7 @@ import argparse
 
 from themisto.building.prompts import RUNTIME_FORMATS, RenderOptions
 from themisto.building.tasks import SAMPLES, SelectionOptions
+from themisto.cli.options import ProgressBars, add_quiet_argument
 
 _SELECTION = SelectionOptions()
 _RENDER = RenderOptions()
@@ -73,6 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # the flag's name before record's repr cap and the prompt's got names of their own; kept for old scripts
     parser.add_argument("--max-repr-chars", type=int, dest="prompt_repr_chars", help=argparse.SUPPRESS)
     parser.add_argument("--license", default="apache-2.0", help="license id written to the card (default: %(default)s)")
+    add_quiet_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -97,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
         max_runtime_chars=args.max_runtime_chars,
         prompt_repr_chars=args.prompt_repr_chars,
     )
-    summary = build_dataset(trajectory_files(args.trajectories), args.output, selection, render, args.license)
+    with ProgressBars(args.quiet) as bars:
+        summary = build_dataset(
+            trajectory_files(args.trajectories), args.output, selection, render, args.license, progress=bars
+        )
     print(f"built {args.output} from {summary.selection.trajectories} trajectories ({summary.selection.steps} steps)")
     for config, splits in summary.rows.items():
         print(f"  {config}: " + ", ".join(f"{split} {count}" for split, count in splits.items()))

@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
         # lm-eval warns once per task about options Themisto sets on purpose;
         # keep the terminal to progress bars and the results.
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
+        import datasets
+
+        datasets.disable_progress_bars()  # one "Generating split" bar per task and split
     tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
     data = find_data(args.data)
     print(

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from themisto.cli.options import add_kernel_arguments, check_ranges, error_line, parse_shard, record_options
+from themisto.cli.options import (
+    ProgressBars,
+    add_kernel_arguments,
+    add_quiet_argument,
+    check_ranges,
+    error_line,
+    parse_shard,
+    record_options,
+)
 from themisto.recording.options import RECORDED, RecordOptions
 
 _DEFAULTS = RecordOptions()
@@ -81,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             " pass e.g. --shard $SLURM_ARRAY_TASK_ID/N with --array=0-(N-1), or $JOB_COMPLETION_INDEX/N"
         ),
     )
+    add_quiet_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -96,20 +104,23 @@ def run(args: argparse.Namespace) -> int:
     shard = None if args.shard is None else parse_shard(args.shard)
     options, chosen = record_options(args, RECORDED, resume=args.resume, overwrite=args.overwrite)
 
-    def report(path: Path, new_steps: int) -> None:
-        print(f"{path}: {new_steps} new step(s)", file=sys.stderr)
+    with ProgressBars(args.quiet) as bars:
 
-    def report_failure(trajectory_id: str, error: Exception) -> None:
-        print(f"{trajectory_id}: failed: {error_line(error, args.option_flags)}", file=sys.stderr)
+        def report(path: Path, new_steps: int) -> None:
+            bars.write(f"{path}: {new_steps} new step(s)")
 
-    record_source(
-        args.sources,
-        args.output,
-        options,
-        progress=report,
-        jobs=args.jobs,
-        shard=shard,
-        failed=report_failure,
-        chosen=chosen,
-    )
+        def report_failure(trajectory_id: str, error: Exception) -> None:
+            bars.write(f"{trajectory_id}: failed: {error_line(error, args.option_flags)}")
+
+        record_source(
+            args.sources,
+            args.output,
+            options,
+            progress=report,
+            jobs=args.jobs,
+            shard=shard,
+            failed=report_failure,
+            chosen=chosen,
+            steps=bars,
+        )
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from themisto.cli.options import add_kernel_arguments, check_ranges, record_options
+from themisto.cli.options import ProgressBars, add_kernel_arguments, add_quiet_argument, check_ranges, record_options
 from themisto.recording.options import ENVIRONMENT, RecordOptions
 from themisto.vocabulary import INSTABILITY_CAUSES
 
@@ -62,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f" recorded cap must be kept (default: the recorded cap, else {_DEFAULTS.max_output_chars})"
         ),
     )
+    add_quiet_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -72,10 +73,8 @@ def run(args: argparse.Namespace) -> int:
     check_ranges(args, positive=("timeout",), at_least_one=("max_output_chars", "max_cpu_seconds"))
     options, chosen = record_options(args, (*ENVIRONMENT, "max_output_chars"))
 
-    def progress(message: str) -> None:
-        print(message, file=sys.stderr)
-
-    report = check_stability(args.trajectories, args.runs, args.output, options, progress=progress, chosen=chosen)
+    with ProgressBars(args.quiet) as bars:
+        report = check_stability(args.trajectories, args.runs, args.output, options, progress=bars, chosen=chosen)
     print(render_table(report))
     if args.output is not None:
         print(f"annotated trajectories and {SUMMARY_FILE} written to {args.output}", file=sys.stderr)

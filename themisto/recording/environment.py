@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,7 +81,20 @@ def limited_kernel_manager(kernel_name: str, max_memory: int | None, max_cpu_sec
             command = super().format_kernel_cmd(extra_arguments)
             return launcher_command(command, max_memory, max_cpu_seconds)
 
-    return LimitedKernelManager(kernel_name=kernel_name, kernel_spec_manager=kernel_specs())
+    if os.name != "posix":  # no ipc transport on Windows
+        return LimitedKernelManager(kernel_name=kernel_name, kernel_spec_manager=kernel_specs())
+    # Unix sockets in a private folder (mode 0700) rather than TCP ports on localhost: no port
+    # another local user could connect to, and no "Kernel is running over TCP without encryption"
+    # warning from every kernel. The path is absolute: the kernel runs in another directory.
+    sockets = tempfile.mkdtemp(prefix="themisto-kernel-")
+    manager = LimitedKernelManager(
+        kernel_name=kernel_name,
+        kernel_spec_manager=kernel_specs(),
+        transport="ipc",
+        ip=os.path.join(sockets, "kernel"),
+    )
+    weakref.finalize(manager, shutil.rmtree, sockets, True)  # the folder goes with its manager
+    return manager
 
 
 def check_kernel(name: str) -> None:

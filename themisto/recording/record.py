@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from themisto.exceptions import OptionError, SourceError, ThemistoError
+from themisto.progress import Progress
 from themisto.recording import snapshot
 from themisto.recording.kernel import Recorder, check_options
 from themisto.recording.options import RecordOptions, chosen_options, with_recorded
@@ -16,8 +18,40 @@ from themisto.recording.sources import Execute, SourceTrajectory, read_sources
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory, repair_tail
 
 
+class StepCounter:
+    """Steps recorded across a corpus, reported to a progress hook as ``("record", done, total)``.
+
+    Shared by the worker threads. Steps a resumed file already holds leave the total, so the
+    rate and the time left count only the work still to do.
+    """
+
+    def __init__(self, total: int, progress: Progress) -> None:
+        self.total = total
+        self.done = 0
+        self._progress = progress
+        self._lock = threading.Lock()
+
+    def skip(self, steps: int) -> None:
+        """``steps`` need no recording (already in a resumed file)."""
+        self._advance(0, steps)
+
+    def add(self) -> None:
+        """One more step recorded."""
+        self._advance(1, 0)
+
+    def _advance(self, done: int, skipped: int) -> None:
+        with self._lock:
+            self.done += done
+            self.total -= skipped
+            self._progress("record", self.done, self.total)
+
+
 def record_trajectory(
-    source: SourceTrajectory, out_dir: Path, options: RecordOptions, chosen: Collection[str] | None = None
+    source: SourceTrajectory,
+    out_dir: Path,
+    options: RecordOptions,
+    chosen: Collection[str] | None = None,
+    counter: StepCounter | None = None,
 ) -> tuple[Path, int]:
     """Record one source trajectory to ``out_dir/<trajectory_id>.jsonl``; returns the path and new step count.
 
@@ -27,6 +61,7 @@ def record_trajectory(
     source it was recorded with: an option in ``chosen`` (default: those that differ from their
     defaults) must agree with the recording, and so must the source file and the kernel's versions.
     A file recorded before provenance existed resumes with ``options``.
+    ``counter`` is told of every step recorded.
     """
     path = Path(out_dir) / f"{source.trajectory_id}.jsonl"
     if path.exists() and not (options.resume or options.overwrite):
@@ -54,6 +89,8 @@ def record_trajectory(
             )
     done = read_trajectory(path) if options.resume and path.exists() else []
     _check_resumable(path, done, executions)
+    if counter is not None:
+        counter.skip(len(done))
     if len(done) == len(executions):
         return path, 0
     workdir = Path(options.workdir or source.source.resolve().parent)
@@ -80,6 +117,8 @@ def record_trajectory(
                     recorder.replay(action.code)
                 else:
                     writer.write(recorder.run_cell(action.code, action.cell_id, action.original_output))
+                    if counter is not None:
+                        counter.add()
     return path, len(executions) - len(done)
 
 
@@ -139,6 +178,7 @@ def record_source(
     shard: tuple[int, int] | None = None,
     failed: Callable[[str, Exception], None] | None = None,
     chosen: Collection[str] | None = None,
+    steps: Progress | None = None,
 ) -> list[Path]:
     """Record every trajectory of the given notebooks, logs or folders; returns the trajectory files.
 
@@ -149,7 +189,8 @@ def record_source(
     :func:`shard_of`). ``progress(path, new_steps)`` is called after each
     trajectory, ``failed(trajectory_id, error)`` after each that failed; a
     failure does not stop the others, and is raised once all have finished
-    (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`.
+    (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`. ``steps``
+    follows the steps recorded across the whole corpus (see :class:`StepCounter`).
     """
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -162,11 +203,15 @@ def record_source(
     sources = read_sources(paths)
     if shard is not None:
         sources = select_shard(sources, *shard)
+    counter = None if steps is None else StepCounter(sum(len(s.executions) for s in sources), steps)
     written: dict[str, Path] = {}
     errors: list[Exception] = []
     # Threads suffice: each worker mostly waits on its kernel subprocess.
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="themisto-record") as pool:
-        futures = {pool.submit(record_trajectory, source, Path(out_dir), options, chosen): source for source in sources}
+        futures = {
+            pool.submit(record_trajectory, source, Path(out_dir), options, chosen, counter): source
+            for source in sources
+        }
         try:
             for future in as_completed(futures):
                 trajectory_id = futures[future].trajectory_id

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError, OptionError
+from themisto.progress import Progress
 from themisto.recording.kernel import DEAD_KERNEL_ERROR, Recorder, check_options
 from themisto.recording.options import ENVIRONMENT, RecordOptions, chosen_options, with_recorded
 from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
@@ -145,8 +146,13 @@ def _same_tokens_reordered(outputs: Sequence[str]) -> bool:
 # --- replay and comparison -----------------------------------------------------------------
 
 
-def replay_outputs(steps: Sequence[Step], options: RecordOptions) -> list[str]:
-    """Run the steps' code in order in one fresh kernel, restarting where a step was ``restarted``."""
+def replay_outputs(
+    steps: Sequence[Step], options: RecordOptions, on_step: Callable[[], None] | None = None
+) -> list[str]:
+    """Run the steps' code in order in one fresh kernel, restarting where a step was ``restarted``.
+
+    ``on_step`` is called after each step.
+    """
     if not steps:
         return []
     outputs: list[str] = []
@@ -158,6 +164,8 @@ def replay_outputs(steps: Sequence[Step], options: RecordOptions) -> list[str]:
                 recorder.restart()
             rerun = recorder.run_cell(step.code, step.cell_id)
             outputs.append(rerun.output)
+            if on_step is not None:
+                on_step()
             fresh = rerun.error is not None and rerun.error.get("ename") == DEAD_KERNEL_ERROR
     return outputs
 
@@ -359,7 +367,7 @@ def check_stability(
     runs: int,
     out_dir: str | os.PathLike[str] | None = None,
     options: RecordOptions | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     chosen: Collection[str] | None = None,
 ) -> StabilityReport:
     """Replay each trajectory ``runs`` times, annotate its steps and summarise.
@@ -372,7 +380,8 @@ def check_stability(
     file name as soon as it is done (replacing the file atomically, so
     ``out_dir`` may be the input folder), and ``stability.json`` is rewritten
     after every trajectory, so an interrupted run keeps what it finished.
-    All files are read and validated before any kernel starts.
+    All files are read and validated before any kernel starts. ``progress`` follows
+    the steps re-executed, ``("stability", done, runs * steps)``.
     """
     if runs < 1:
         raise OptionError("{runs} must be at least 1, got {got}", got=runs)
@@ -392,12 +401,17 @@ def check_stability(
     for replay in {(t[2].workdir, t[2].kernel_name): t[2] for t in trajectories}.values():
         check_options(replay)
     report = StabilityReport(runs=runs)
+    total = runs * sum(len(steps) for _, steps, _ in trajectories)
+    done = 0
+
+    def step_done() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress("stability", done, total)
+
     for path, steps, replay in trajectories:
-        reruns = []
-        for run in range(runs):
-            if progress is not None:
-                progress(f"{path.name}: run {run + 1}/{runs} ({len(steps)} steps)")
-            reruns.append(replay_outputs(steps, replay))
+        reruns = [replay_outputs(steps, replay, step_done) for _ in range(runs)]
         annotated = annotate(steps, reruns)
         report.trajectories.append(summarise(path, annotated))
         if out_dir is not None:
