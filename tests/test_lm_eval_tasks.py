@@ -242,7 +242,9 @@ def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> 
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != DATA_ENV} | {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    # PYTHONPATH (a checkout on it) would shadow the installed wheel
+    env = {k: v for k, v in os.environ.items() if k not in (DATA_ENV, "PYTHONPATH")}
+    env |= {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     env["HF_DATASETS_CACHE"] = str(tmp_path / "cache")
     done = run(str(venv_python), "-c", check, cwd=elsewhere, env=env)
     tasks_line, docs_line = done.stdout.strip().splitlines()[-2:]

@@ -152,17 +152,29 @@ def test_a_corrupt_parquet_file_under_show_is_one_line(copy: Path, capsys: pytes
 # --- publish --------------------------------------------------------------------------------
 
 
+def expected_upload(build: Path, path: str, repo_id: str = "my-org/themisto") -> bytes:
+    """What goes up for ``path``: the file's bytes; the card with the repository id in its usage snippet."""
+    content = (build / path).read_bytes()
+    if path == "README.md":
+        assert content.count(b'load_dataset("<org>/themisto"') == 1
+        content = content.replace(b'"<org>/themisto"', f'"{repo_id}"'.encode())
+    return content
+
+
 def test_the_commit_holds_the_card_and_exactly_the_files_it_names(build: Path) -> None:
     (build.parent / "notes.txt").write_text("not part of the build\n")  # outside: never listed
     files = build_files(build)
-    operations = commit_operations(files)
+    operations = commit_operations(files, "my-org/themisto")
     paths = [operation.path_in_repo for operation in operations]
     assert paths[0] == "README.md" and sorted(paths[1:]) == data_files(build)
     for operation, file in zip(operations, files):
-        assert Path(str(operation.path_or_fileobj)).read_bytes() == (build / operation.path_in_repo).read_bytes()
-        assert operation.upload_info.size == file.size == (build / operation.path_in_repo).stat().st_size
+        with operation.as_file() as content:
+            uploaded = content.read()
+        assert uploaded == expected_upload(build, operation.path_in_repo)
+        assert operation.upload_info.size == len(uploaded)
         if file.rows is not None:
-            assert file.rows == pq.read_metadata(build / operation.path_in_repo).num_rows
+            assert file.size == len(uploaded) and file.rows == pq.read_metadata(build / file.path_in_repo).num_rows
+    assert b'load_dataset("my-org/themisto", "output_prediction_runtime"' in expected_upload(build, "README.md")
 
 
 def test_dry_run_lists_every_file_and_makes_no_network_call(
@@ -182,7 +194,8 @@ def test_dry_run_lists_every_file_and_makes_no_network_call(
     listed = [line.split()[0] for line in lines[1:-1]]
     card_order = [data_file(config, split) for config in CONFIG_NAMES for split in config_splits(config)]
     assert listed == ["README.md", *card_order]
-    assert lines[-1] == f"{len(listed)} files, {sum((build / p).stat().st_size for p in listed)} bytes in one commit"
+    total = sum(len(expected_upload(build, path, "my-org/themisto")) for path in listed)
+    assert lines[-1] == f"{len(listed)} files, {total} bytes in one commit"
     assert f"{build.resolve()} (from --data)" in captured.err
 
 
@@ -303,7 +316,7 @@ def test_publish_uploads_the_whole_build_in_one_commit_with_the_token_from_the_e
     uploaded = {line["value"]["path"]: base64.b64decode(line["value"]["content"]) for line in lines[1:]}
     assert sorted(uploaded) == sorted(["README.md", *data_files(build)])
     for path, content in uploaded.items():
-        assert content == (build / path).read_bytes(), path
+        assert content == expected_upload(build, path), path
 
 
 def test_publish_failures_are_one_line_and_never_show_the_token(build: Path, tmp_path: Path) -> None:

@@ -26,6 +26,8 @@ BUILD_OPTIONS_KEY = "themisto_build"  # card YAML key holding the options of the
 _RENAMED_OPTIONS = {"max_repr_chars": "prompt_repr_chars"}
 ARXIV_ID = "2504.12365"  # the paper; an ``arxiv:`` tag makes the Hub link the dataset to it
 ZENODO_RECORD = "https://zenodo.org/records/14861889"
+# The repository id in the card's usage snippet until `themisto publish` puts the real one there.
+HUB_PLACEHOLDER = "<org>/themisto"
 
 # The license identifiers the Hub accepts in a card's ``license:`` field
 # (https://huggingface.co/docs/hub/repositories-licenses); huggingface_hub ships no such list.
@@ -225,6 +227,9 @@ so any score difference is due to the runtime state alone.
 
 ```python
 from datasets import load_dataset
+# from the Hub (`themisto publish` writes its repository id here)
+test = load_dataset("{HUB_PLACEHOLDER}", "output_prediction_runtime", split="test")
+# from a local build folder
 test = load_dataset("hf_dataset", "output_prediction_runtime", split="test")
 ```
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themisto.building.card import data_file, read_build_options, read_card_metadata
+from themisto.building.card import HUB_PLACEHOLDER, data_file, read_build_options, read_card_metadata
 from themisto.building.tables import config_splits
 from themisto.exceptions import InputError, ThemistoError, short_message
 from themisto.vocabulary import CONFIG_NAMES
@@ -113,11 +113,21 @@ def _split_sizes(meta: dict[str, Any]) -> dict[tuple[str, str], int]:
         raise InputError("the card's dataset_info block is malformed") from None
 
 
-def commit_operations(files: list[BuildFile]) -> list[CommitOperationAdd]:
-    """One ``CommitOperationAdd`` per file, at the same path in the repository as in the build."""
+def commit_operations(files: list[BuildFile], repo_id: str) -> list[CommitOperationAdd]:
+    """One ``CommitOperationAdd`` per file, at the same path in the repository as in the build.
+
+    The card goes up with ``repo_id`` in its usage snippet, so the Hub page shows the line that loads it.
+    """
     from huggingface_hub import CommitOperationAdd
 
-    return [CommitOperationAdd(path_in_repo=f.path_in_repo, path_or_fileobj=str(f.local)) for f in files]
+    operations = []
+    for file in files:
+        content: str | bytes = str(file.local)
+        if file.path_in_repo == CARD:
+            text = file.local.read_text(encoding="utf-8")
+            content = text.replace(f'"{HUB_PLACEHOLDER}"', f'"{repo_id}"').encode("utf-8")
+        operations.append(CommitOperationAdd(path_in_repo=file.path_in_repo, path_or_fileobj=content))
+    return operations
 
 
 def commit_message(files: list[BuildFile]) -> str:
@@ -165,7 +175,7 @@ def upload(
             api.create_branch(repo_id, branch=revision, repo_type="dataset", exist_ok=True)
         info = api.create_commit(
             repo_id,
-            commit_operations(files),
+            commit_operations(files, repo_id),
             commit_message=commit_message(files),
             commit_description=description,
             repo_type="dataset",

@@ -47,14 +47,14 @@ def run(args: argparse.Namespace) -> int:
     files = build_files(data.location)
     print(f"themisto publish: {describe_data(data)}", file=sys.stderr)
     if args.dry_run:
-        operations = commit_operations(files)  # what the commit would hold, built without a network call
+        operations = commit_operations(files, args.repo_id)  # what the commit would hold, made offline
         visibility = "private" if args.private else "public"
         branch = args.revision or "main"
         print(f"would create or reuse the {visibility} dataset {args.repo_id} and commit to {branch}:")
         for operation, file in zip(operations, files):
             rows = "" if file.rows is None else f", {file.rows} rows"
-            print(f"  {operation.path_in_repo}  ({file.size} bytes{rows})")
-        print(f"{len(operations)} files, {sum(f.size for f in files)} bytes in one commit")
+            print(f"  {operation.path_in_repo}  ({operation.upload_info.size} bytes{rows})")
+        print(f"{len(operations)} files, {sum(op.upload_info.size for op in operations)} bytes in one commit")
         return 0
     url = upload(files, args.repo_id, private=args.private, revision=args.revision)
     print(f"published {len(files)} files to {url}")
