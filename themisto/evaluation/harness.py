@@ -14,19 +14,28 @@ The data is found as :mod:`themisto.evaluation.data` says.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from themisto.evaluation.data import check_split, data_location, tasks_path
 from themisto.exceptions import InputError, short_message
 from themisto.vocabulary import ANSWER_FILTER, LM_EVAL_GROUP, LM_EVAL_TASKS, TASK_PAIRS
 
 if TYPE_CHECKING:
-    import torch
     from lm_eval.api.model import LM
     from lm_eval.tasks import TaskManager
+
+
+class TrainableModel(Protocol):
+    """A model object with a train/eval mode, such as a torch module (a transformers model)."""
+
+    training: bool
+
+    def train(self, mode: bool = True) -> Any: ...
+
 
 # TaskManager metadata keys: lm-eval passes a task's metadata to its
 # ``custom_dataset`` loader as keywords, which is how the data choice reaches
@@ -50,7 +59,7 @@ def task_manager(data: str | None = None, split: str = "test") -> TaskManager:
 
 
 def evaluate(
-    model: str | LM | torch.nn.Module,
+    model: str | LM | TrainableModel,
     model_args: str | dict[str, Any] | None = None,
     tasks: Sequence[str] = (LM_EVAL_GROUP,),
     limit: int | float | None = None,
@@ -145,15 +154,11 @@ def scores(results: dict[str, Any], prefix: str = "themisto") -> dict[str, float
     return flat
 
 
-def _torch_module(model: object) -> torch.nn.Module | None:
+def _torch_module(model: object) -> TrainableModel | None:
     """``model`` when it is a torch module (a transformers model object), else None."""
-    if isinstance(model, str):
-        return None
-    try:
-        import torch
-    except ImportError:
-        return None
-    return model if isinstance(model, torch.nn.Module) else None
+    # torch is optional: a model object of it exists only once something has imported it
+    torch = sys.modules.get("torch")
+    return model if torch is not None and isinstance(model, torch.nn.Module) else None
 
 
 @contextmanager
@@ -187,7 +192,7 @@ def _git_commit_hash() -> str | None:
     return done.stdout.strip()
 
 
-def _name_run(tracker: Any, model: str | LM | torch.nn.Module, model_args: str | dict[str, Any] | None) -> None:
+def _name_run(tracker: Any, model: str | LM | TrainableModel, model_args: str | dict[str, Any] | None) -> None:
     """Name the results folder after the model when its arguments do not name it.
 
     lm-eval takes the name from ``pretrained=``/``model=``-like arguments and
