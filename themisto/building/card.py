@@ -149,7 +149,8 @@ def read_card_metadata(folder: str | Path) -> dict[str, Any]:
     if match is None:
         raise InputError(f"{card}: the dataset card has no YAML block between --- lines")
     try:
-        meta = yaml.safe_load(match[1])
+        # libyaml's safe loader where installed: the features under dataset_info make the block long
+        meta = yaml.load(match[1], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
     except yaml.YAMLError as exc:
         raise InputError(f"{card}: the dataset card's YAML is invalid ({short_message(exc)})") from None
     if not isinstance(meta, dict):
