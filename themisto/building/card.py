@@ -150,7 +150,7 @@ def read_card_metadata(folder: str | Path) -> dict[str, Any]:
         raise InputError(f"{card}: the dataset card has no YAML block between --- lines")
     try:
         # libyaml's safe loader where installed: the features under dataset_info make the block long
-        meta = yaml.load(match[1], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        meta = yaml.load(match[1], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise InputError(f"{card}: the dataset card's YAML is invalid ({short_message(exc)})") from None
     if not isinstance(meta, dict):
