@@ -20,7 +20,7 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
-BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo
+BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-state-lookup themisto-majority themisto-heuristic
 
 # record (complete trajectories are reused), build, evaluate the baselines, report.
 # The kernels run in a scratch folder so files a notebook writes never land among the logs.

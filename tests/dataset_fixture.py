@@ -72,7 +72,7 @@ SESSIONS: dict[str, list[Cell]] = {
 }
 
 # The paper's sample for `test`; quantile 1.0 keeps the longest cells, so every step is an example.
-SELECTION = SelectionOptions(sample="paper", quantile=1.0)
+SELECTION = SelectionOptions(sample="paper", quantile=1.0, include_empty=True, min_history=0)
 KERNEL_MEMORY_BYTES = 80 * 2**20  # resident memory of an idle ipykernel, before the user's variables
 
 

@@ -11,8 +11,19 @@ import pytest
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import get_model
 
-from themisto.evaluation.baselines import EmptyBaseline, RepeatLastBaseline, ReprEchoBaseline, displayed_name
+from themisto.building.prompts import RenderOptions, render_runtime
+from themisto.evaluation.baselines import (
+    EmptyBaseline,
+    HeuristicBaseline,
+    MajorityBaseline,
+    RepeatLastBaseline,
+    ReprEchoBaseline,
+    StateLookupBaseline,
+    displayed_name,
+)
 from themisto.exceptions import InputError
+from themisto.trajectory import Variable
+from themisto.vocabulary import RESTART_MARKER
 
 UNTIL = {"until": ["\nCell ", "\nPredict the "], "max_gen_toks": 64}
 
@@ -145,3 +156,114 @@ def test_baselines_refuse_tasks_they_cannot_answer() -> None:
 def test_lm_eval_builds_a_baseline_from_its_arguments() -> None:
     model = get_model("themisto-repeat-last").create_from_arg_string("", {"batch_size": 8, "device": "cpu"})
     assert isinstance(model, RepeatLastBaseline)
+
+
+def block(*variables: Variable) -> str:
+    """A real runtime block showing ``variables``, as the builder renders it."""
+    return render_runtime(list(variables), RenderOptions(), [])
+
+
+def runtime_doc(code: str, runtime_text: str, target: str = "") -> dict[str, Any]:
+    row = doc(code, HISTORY)
+    row["runtime_text"], row["target"] = runtime_text, target
+    return row
+
+
+def test_the_new_baselines_are_registered_under_their_names() -> None:
+    assert get_model("themisto-state-lookup") is StateLookupBaseline
+    assert get_model("themisto-majority") is MajorityBaseline
+    assert get_model("themisto-heuristic") is HeuristicBaseline
+
+
+def test_state_lookup_answers_from_the_runtime_block_alone() -> None:
+    frame = Variable("df", "pandas.DataFrame", 4096, "   a\n0  1\n1  2", shape=[2, 1], len=2)
+    score = Variable("acc", "numpy.float64", 8, "np.float64(0.9812)")
+    counts = Variable("counts", "dict", 232, "{'a': 3, 'b': 5}", len=2)
+    shown = block(frame, score, counts)
+    model = StateLookupBaseline()
+    cases = {
+        "df": "   a\n0  1\n1  2",  # a bare name: its whole repr
+        "df.shape": "(2, 1)",
+        "len(df)": "2",
+        "type(df)": "<class 'pandas.DataFrame'>",
+        "print(f'accuracy {acc:.2f}')": "accuracy 0.98",
+        "counts['b'] * 2": "10",
+        "df.shape[0], len(counts)": "(2, 2)",
+        "df.head()": "",  # a method call it cannot work out: nothing
+        "x": "",  # not in the block
+        "df;": "",  # a hidden result
+        "n = len(df)\nn": "",  # more than one expression: the block is the state before the cell
+    }
+    requests = [request("themisto_output_runtime", runtime_doc(code, shown)) for code in cases]
+    assert model.generate_until(requests) == list(cases.values())
+    # the same rows without the runtime block (the plain task), and next-cell tasks: nothing to read
+    plain = [request("themisto_output", runtime_doc(code, "")) for code in cases]
+    assert model.generate_until(plain) == [""] * len(cases)
+    assert model.generate_until([request("themisto_next_cell_runtime", runtime_doc("", shown))]) == [""]
+
+
+def test_state_lookup_does_not_read_what_the_block_left_out() -> None:
+    big = [Variable(f"a{i}", "list", 900, "[" + "0, " * 100 + "0]", len=101) for i in range(10)]
+    hidden = Variable("zz", "list", 900, "[" + "7, " * 100 + "7]", len=101)  # ranked last: no room left
+    text = render_runtime([*big, hidden], RenderOptions(max_runtime_chars=1000), [], changed=[1] * 10 + [0])
+    assert "- zz:" not in text and "- a0:" in text
+    row = runtime_doc("len(zz)", text)
+    row["runtime"] = [vars(v) for v in [*big, hidden]]  # the row has every variable; the block does not
+    assert StateLookupBaseline().generate_until([request("themisto_output_runtime", row)]) == [""]
+    cut = block(Variable("s", "str", 80, "'" + "x" * 500 + "'"))  # the repr is cut in the block
+    assert StateLookupBaseline().generate_until([request("themisto_output_runtime", runtime_doc("s", cut))]) == [""]
+
+
+def test_majority_answers_each_tasks_most_frequent_target() -> None:
+    output_targets = ["b", "a", "a", "b", "c"]  # a tie between a and b: the earliest (b) wins
+    next_targets = ["x = 1", "y", "y"]
+    requests = [request("themisto_output", runtime_doc("", "", t)) for t in output_targets] + [
+        request("themisto_next_cell_runtime", runtime_doc("", "", t)) for t in next_targets
+    ]
+    assert MajorityBaseline().generate_until(requests) == ["b"] * 5 + ["y"] * 3
+    with pytest.raises(InputError, match="only answer Themisto tasks"):
+        MajorityBaseline().generate_until([request("gsm8k", doc())])
+
+
+@pytest.mark.parametrize(
+    ("code", "history", "expected"),
+    [
+        ("df.describe()", [("df.describe()", "old table"), ("x = 1", "")], "old table"),  # a re-run: its output
+        ("plt.plot(x)", [], "<Figure size 640x480 with 1 Axes>"),
+        ("fig, axes = plt.subplots(2, 3, figsize=(12, 4.5))\nplt.show()", [], "<Figure size 1200x450 with 6 Axes>"),
+        ("df['a'].hist(bins=5);", [], "<Figure size 640x480 with 1 Axes>"),
+        ("print('done', 3 * 4)", [], "done 12"),
+        ("[1, 2] + [3]", [], "[1, 2, 3]"),
+        ("model.fit(X, y)", [("other()", "1")], ""),
+        ("import numpy as np", [], ""),
+    ],
+)
+def test_heuristic_output_rules(code: str, history: list[tuple[str, str]], expected: str) -> None:
+    answer = HeuristicBaseline().generate_until([request("themisto_output", doc(code, history))])
+    assert answer == [expected]
+
+
+def test_heuristic_next_cell_replays_what_followed_the_last_cell_before() -> None:
+    model = HeuristicBaseline()
+    replay = [
+        ("import pandas", ""),
+        ("df = load()", ""),
+        ("df.head()", "t"),
+        (RESTART_MARKER, ""),
+        ("import pandas", ""),
+    ]
+    fresh = [("a = 1", ""), ("b = 2", "")]
+    answers = model.generate_until(
+        [
+            request("themisto_next_cell", doc("", replay)),  # after a restart the same sequence comes again
+            request("themisto_next_cell", doc("", fresh)),  # nothing to replay: run the last cell again
+            request("themisto_next_cell", doc("", [])),
+        ]
+    )
+    assert answers == ["df = load()", "b = 2", ""]
+
+
+def test_restart_markers_are_no_cells_to_repeat() -> None:
+    row = doc("x", [("a = 1", "1"), (RESTART_MARKER, "")])
+    answers = RepeatLastBaseline().generate_until([request("themisto_next_cell", row), request("themisto_output", row)])
+    assert answers == ["a = 1", "1"]

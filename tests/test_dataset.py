@@ -21,7 +21,7 @@ from themisto.building.tasks import SelectionOptions, select
 from themisto.cli import main
 from themisto.exceptions import InputError
 from themisto.trajectory import trajectory_files
-from themisto.vocabulary import CONFIG_NAMES, RUNTIME_SUFFIX, TASK_CONFIGS, TASKS
+from themisto.vocabulary import CONFIG_NAMES, RESTART_MARKER, RUNTIME_SUFFIX, TASK_CONFIGS, TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTEXT_BUDGET = 400
@@ -87,14 +87,14 @@ def test_pairs_share_ids_and_differ_only_by_the_runtime_block(built: Path) -> No
             plain = rows(built, task, split)
             runtime = rows(built, task + RUNTIME_SUFFIX, split)
             assert [r["example_id"] for r in plain] == [r["example_id"] for r in runtime]
+            runtime_only = ("runtime", "runtime_text", "prompt", "memory_bytes_before", "execution_time_before")
             for a, b in zip(plain, runtime, strict=True):
                 assert a["runtime"] == [] and a["runtime_text"] == "" and a["memory_bytes_before"] is None
+                assert a["execution_time_before"] is None
                 assert b["runtime_text"] and b["runtime_text"] in b["prompt"]
                 assert b["prompt"].replace(b["runtime_text"], "", 1) == a["prompt"]
-                assert {
-                    k: v for k, v in a.items() if k not in ("runtime", "runtime_text", "prompt", "memory_bytes_before")
-                } == {
-                    k: v for k, v in b.items() if k not in ("runtime", "runtime_text", "prompt", "memory_bytes_before")
+                assert {k: v for k, v in a.items() if k not in runtime_only} == {
+                    k: v for k, v in b.items() if k not in runtime_only
                 }
 
 
@@ -114,6 +114,17 @@ def test_runtime_is_the_snapshot_before_the_step(built: Path) -> None:
 
 def test_targets_and_history_come_from_the_trajectory(built: Path) -> None:
     steps = {(r["trajectory_id"], r["step"]): r for r in rows(built, "trajectories", "full")}
+    # every earlier execution of the trajectory, with a restart marker before each restarted step
+    timelines: dict[tuple[str, int], list[dict[str, str]]] = {}
+    timeline: list[dict[str, str]] = []
+    for (trajectory, number), step in steps.items():
+        if number == 0:
+            timeline = []
+        elif step["restarted"]:
+            timeline.append({"code": RESTART_MARKER, "output": ""})
+        timelines[trajectory, number] = list(timeline)
+        timeline.append({"code": step["code"], "output": step["output"]})
+    restarts_shown = 0
     for task in TASKS:
         for row in rows(built, task, "full"):
             this = steps[(row["trajectory_id"], row["step"])]
@@ -123,12 +134,12 @@ def test_targets_and_history_come_from_the_trajectory(built: Path) -> None:
             assert row["stable"] is (this["stable"] if task == "output_prediction" else True)
             history = row["history"]
             assert sum(len(c["code"]) + len(c["output"]) for c in history) <= CONTEXT_BUDGET
-            start = row["step"] - len(history)
-            expected = [steps[(row["trajectory_id"], i)] for i in range(start, row["step"])]
-            assert history == [{"code": s["code"], "output": s["output"]} for s in expected]
-            # restarts bound the history: no restart inside it, and none between it and the step
-            if history:
-                assert not any(s["restarted"] for s in expected[1:] + [this])
+            # the history is the most recent part of the whole timeline, across restarts
+            whole = timelines[row["trajectory_id"], row["step"]]
+            assert history == whole[len(whole) - len(history) :]
+            assert row["history_dropped"] == len(whole) - len(history)
+            restarts_shown += sum(cell["code"] == RESTART_MARKER for cell in history)
+    assert restarts_shown > 0
 
 
 def test_load_dataset_reads_the_features_and_rows_build_dataset_writes(built: Path, tmp_path: Path) -> None:
@@ -159,7 +170,8 @@ def test_batch_boundaries_change_only_the_row_groups(
 
 
 def test_stable_only_builds_only_reproducible_examples(corpus: list[Path], tmp_path: Path) -> None:
-    assert main(["build", str(corpus[0].parent), "-o", str(tmp_path / "stable"), "--stable-only"]) == 0
+    stable_only = ["--stable-only", "--include-empty", "--min-history", "0"]  # only the stability rule at work
+    assert main(["build", str(corpus[0].parent), "-o", str(tmp_path / "stable"), *stable_only]) == 0
     steps = {(r["trajectory_id"], r["step"]): r for r in rows(tmp_path / "stable", "trajectories", "full")}
     for config in TASK_CONFIGS:
         full = rows(tmp_path / "stable", config, "full")

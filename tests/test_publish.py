@@ -29,7 +29,7 @@ from dataset_fixture import write_dataset
 from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard
 
-from themisto.building.card import ARXIV_ID, BUILD_OPTIONS_KEY, HUB_LICENSES, data_file, read_build_options
+from themisto.building.card import ARXIV_ID, BUILD_OPTIONS_KEY, HUB_LICENSES, read_build_options
 from themisto.building.parquet import parquet_path
 from themisto.building.publish import build_files, commit_operations
 from themisto.building.tables import config_features, config_splits
@@ -192,7 +192,11 @@ def test_dry_run_lists_every_file_and_makes_no_network_call(
     lines = captured.out.splitlines()
     assert lines[0] == "would create or reuse the private dataset my-org/themisto and commit to v1:"
     listed = [line.split()[0] for line in lines[1:-1]]
-    card_order = [data_file(config, split) for config in CONFIG_NAMES for split in config_splits(config)]
+    card_order = [
+        parquet_path(build, config, split).relative_to(build).as_posix()
+        for config in CONFIG_NAMES
+        for split in config_splits(config)
+    ]
     assert listed == ["README.md", *card_order]
     total = sum(len(expected_upload(build, path, "my-org/themisto")) for path in listed)
     assert lines[-1] == f"{len(listed)} files, {total} bytes in one commit"
@@ -213,15 +217,16 @@ def test_an_incomplete_or_damaged_build_is_refused_before_any_upload(
 ) -> None:
     card = copy / "README.md"
     target = parquet_path(copy, "next_cell_prediction", "full")
+    named = target.relative_to(copy).as_posix()  # the path the card gives
     if damage == "delete":
         target.unlink()
     elif damage == "truncate":
         target.write_bytes(target.read_bytes()[:100])
     elif damage == "drop_config":
-        card.write_text(card.read_text().replace("  - split: full\n    path: next_cell_prediction/full.parquet\n", ""))
+        card.write_text(card.read_text().replace(f"  - split: full\n    path: {named}\n", ""))
     else:  # the card names a file outside the build: a secret next to it must never go up
         (copy.parent / "secret.parquet").write_bytes(target.read_bytes())
-        card.write_text(card.read_text().replace("path: next_cell_prediction/full.parquet", "path: ../secret.parquet"))
+        card.write_text(card.read_text().replace(f"path: {named}", "path: ../secret.parquet"))
     assert main(["publish", "my-org/themisto", "--data", str(copy), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err

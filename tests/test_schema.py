@@ -15,6 +15,7 @@ import pytest
 from synthetic import synthetic_steps
 
 from themisto.building.card import field_list
+from themisto.building.parquet import parquet_path
 from themisto.building.tables import TRAJECTORY_FEATURES, record_features, trajectory_row
 from themisto.exceptions import TrajectoryError
 from themisto.trajectory import (
@@ -122,7 +123,7 @@ def test_list_items_and_object_keys_are_checked_as_declared() -> None:
 
 
 def test_the_trajectories_features_are_those_of_the_committed_build() -> None:
-    committed = pq.read_schema(ROOT / "hf_dataset" / "trajectories" / "full.parquet")
+    committed = pq.read_schema(parquet_path(ROOT / "hf_dataset", "trajectories", "full"))
     derived = TRAJECTORY_FEATURES.arrow_schema
     assert committed.equals(derived) and committed.metadata[b"huggingface"] == derived.metadata[b"huggingface"]
     assert list(TRAJECTORY_FEATURES) == [field.column for field in STEP_SCHEMA]

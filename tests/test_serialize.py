@@ -7,17 +7,22 @@ import json
 import pytest
 
 from themisto.building.prompts import (
+    MIN_REPR_CHARS,
     PROMPT_REPR_TRUNCATION_MARK,
+    RESTART_LINE,
     RUNTIME_FORMATS,
     RenderOptions,
     referenced_names,
+    render_history,
     render_pair,
     render_pairs,
     render_runtime,
+    shown_variables,
 )
-from themisto.building.tasks import Example, HistoryCell
+from themisto.building.tasks import RESTART_CELL, Example, HistoryCell
 from themisto.exceptions import InputError
 from themisto.trajectory import Variable
+from themisto.vocabulary import RESTART_MARKER
 
 
 def variables(count: int, repr_chars: int = 40) -> list[Variable]:
@@ -140,3 +145,104 @@ def test_bad_options_are_input_errors() -> None:
         RenderOptions(runtime_format="yaml")
     with pytest.raises(InputError, match="at least 200"):
         RenderOptions(max_runtime_chars=10)
+
+
+def test_a_restart_in_the_history_is_a_line_of_its_own_not_a_numbered_cell() -> None:
+    history = [HistoryCell("a = 1", ""), RESTART_CELL, HistoryCell("b = 2", "")]
+    text = render_history(history)
+    assert text.count("Cell ") == 2 and "Cell 1:\n```python\na = 1" in text and "Cell 2:\n```python\nb = 2" in text
+    assert text.index("Cell 1:") < text.index(RESTART_LINE) < text.index("Cell 2:")
+    assert RESTART_MARKER not in text  # the marker is data; the prompt says it in words
+
+
+def tight_state() -> tuple[list[Variable], list[int]]:
+    """Twelve big variables in snapshot (name) order; ``zz_used`` sorts last and changed first."""
+    names = [f"a{i:02d}" for i in range(11)] + ["zz_used"]
+    state = [Variable(name, "builtins.list", 100, f"[{name}" + ", 0" * 80 + "]", len=81) for name in names]
+    changed = [10 + i for i in range(11)] + [0]  # zz_used is also the oldest
+    return state, changed
+
+
+@pytest.mark.parametrize("runtime_format", RUNTIME_FORMATS)
+def test_a_tight_block_keeps_the_variable_the_cell_reads_even_if_it_sorts_last(runtime_format: str) -> None:
+    state, changed = tight_state()
+    options = RenderOptions(runtime_format=runtime_format, max_runtime_chars=1000, prompt_repr_chars=120)
+    task = example("output_prediction", state, code="len(zz_used) + len(a03)")
+    task.runtime_changed = changed
+    pair = render_pair(task, options)
+    shown = [variable.name for variable in shown_variables(pair.runtime_text)]
+    assert len(pair.runtime_text) <= 1000
+    assert "zz_used" in shown and "a03" in shown
+    assert shown == sorted(shown, key=[v.name for v in state].index)  # listed in snapshot order
+    if runtime_format != "referenced":
+        assert len(shown) < len(state)  # the budget really dropped variables
+        # after the variables read, the most recently changed fill the rest: a10, a09, ...
+        others = [name for name in shown if name not in ("zz_used", "a03")]
+        assert others and others == [f"a{i:02d}" for i in range(11) if i != 3][-len(others) :]
+
+
+@pytest.mark.parametrize("runtime_format", ["text", "json"])
+def test_next_cell_blocks_keep_the_most_recently_changed_variables(runtime_format: str) -> None:
+    state, changed = tight_state()
+    changed[0] = 99  # a00 changed last of all
+    options = RenderOptions(runtime_format=runtime_format, max_runtime_chars=600, prompt_repr_chars=120)
+    task = example("next_cell_prediction", state)
+    task.runtime_changed = changed
+    shown = [variable.name for variable in shown_variables(render_pair(task, options).runtime_text)]
+    assert shown and shown[0] == "a00" and "zz_used" not in shown
+    recency = dict(zip([v.name for v in state], changed))
+    dropped = [v.name for v in state if v.name not in shown]
+    assert min(recency[name] for name in shown) >= max(recency[name] for name in dropped)
+    # without recency (a hand-made example) the ranking keeps snapshot order
+    task.runtime_changed = None
+    unranked = [variable.name for variable in shown_variables(render_pair(task, options).runtime_text)]
+    assert unranked == [v.name for v in state][: len(unranked)]
+
+
+def test_the_header_gives_memory_and_the_previous_cells_execution_time() -> None:
+    task = example("output_prediction", variables(2))
+    task.execution_time_before = 1.23456
+    header = render_pair(task, RenderOptions()).runtime_text.splitlines()[0]
+    assert header == (
+        "Runtime state of the kernel before this cell "
+        "(2 user variables, kernel memory 123456 bytes, previous cell ran in 1.235 s):"
+    )
+
+
+@pytest.mark.parametrize("runtime_format", ["text", "json"])
+def test_shown_variables_reads_back_what_the_block_shows(runtime_format: str) -> None:
+    state = [
+        Variable("df", "pandas.DataFrame", 4096, "   a  b\n0  1  2", shape=[1, 2], len=1),
+        Variable("n", "int", 28, "3"),
+        Variable("s", "str", None, "'x'", repr_truncated=True),
+        Variable("big", "list", 900, "[" + "1, " * 200 + "1]", len=201),
+    ]
+    text = render_runtime(state, RenderOptions(runtime_format=runtime_format, prompt_repr_chars=100), [])
+    back = {variable.name: variable for variable in shown_variables(text)}
+    assert list(back) == ["df", "n", "s", "big"]
+    assert (back["df"].type, back["df"].size_bytes, back["df"].shape, back["df"].len) == (
+        "pandas.DataFrame",
+        4096,
+        [1, 2],
+        1,
+    )
+    assert back["df"].repr == "   a  b\n0  1  2" and not back["df"].repr_truncated
+    assert (back["n"].repr, back["n"].repr_truncated, back["n"].size_bytes) == ("3", False, 28)
+    assert back["s"].repr_truncated and back["s"].size_bytes is None  # cut by the snapshot
+    assert back["big"].repr_truncated and len(back["big"].repr) < 100  # cut by the block
+    assert shown_variables("") == [] and shown_variables("not a block\n- x: int, 1 bytes\n") == []
+
+
+@pytest.mark.parametrize("runtime_format", RUNTIME_FORMATS)
+def test_when_the_variables_read_do_not_fit_whole_their_reprs_are_cut_shorter(runtime_format: str) -> None:
+    state = [
+        Variable(f"v{i}", "numpy.ndarray", 800, "array([" + "1.5, " * 150 + "1.5])", shape=[151]) for i in range(9)
+    ]
+    code = "v1 + v2 + v3 + v4 + v5 + v6"  # six arrays whose whole entries need about 2,400 characters
+    options = RenderOptions(runtime_format=runtime_format, max_runtime_chars=1200, prompt_repr_chars=300)
+    block = render_pair(example("output_prediction", state, code=code), options).runtime_text
+    shown = {variable.name: variable for variable in shown_variables(block)}
+    assert len(block) <= 1200
+    assert {f"v{i}" for i in range(1, 7)} <= set(shown)
+    shortest = MIN_REPR_CHARS - len(PROMPT_REPR_TRUNCATION_MARK)  # a cut repr ends with the mark, which reading drops
+    assert all(shown[f"v{i}"].repr_truncated and shortest <= len(shown[f"v{i}"].repr) < 300 for i in range(1, 7))

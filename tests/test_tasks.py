@@ -8,6 +8,8 @@ import pytest
 from synthetic import synthetic_steps, write_steps
 
 from themisto.building.tasks import (
+    PAPER_MIN_HISTORY,
+    RESTART_CELL,
     HistoryCell,
     HistoryWindow,
     SelectionOptions,
@@ -17,7 +19,7 @@ from themisto.building.tasks import (
 )
 from themisto.exceptions import InputError
 from themisto.trajectory import Step, Variable
-from themisto.vocabulary import TASKS
+from themisto.vocabulary import RESTART_MARKER, TASKS
 
 
 def step(number: int, code: str, output: str = "", runtime: dict[str, str] | None = None, **extra) -> Step:
@@ -59,7 +61,9 @@ def test_runtime_is_the_state_before_the_step_never_after(tmp_path: Path) -> Non
     assert next_cell.history == [HistoryCell("x = 1", "")]
 
 
-def test_a_restart_empties_runtime_and_starts_a_new_history(tmp_path: Path) -> None:
+def test_a_restart_empties_the_runtime_and_shows_as_a_marker_in_the_whole_history(tmp_path: Path) -> None:
+    # Spec change (issue 10): the history is every earlier execution, across restarts, as in the paper;
+    # it used to be cut at the last restart. The runtime state still describes the live kernel.
     path = write_steps(
         tmp_path / "t.jsonl",
         [
@@ -69,11 +73,71 @@ def test_a_restart_empties_runtime_and_starts_a_new_history(tmp_path: Path) -> N
             step(3, "print(c)", "3\n", runtime={"c": "3"}),
         ],
     )
-    examples = {e.step: e for e in iter_examples([path], "output_prediction", ["t/1", "t/2", "t/3"], 10_000)}
-    assert [v.name for v in examples[1].runtime] == ["a"]
-    assert examples[2].runtime == [] and examples[2].history == [] and examples[2].memory_bytes_before is None
-    assert [v.name for v in examples[3].runtime] == ["c"]
-    assert examples[3].history == [HistoryCell("c = 3", "")]  # nothing from before the restart
+    ids = ["t/1", "t/2", "t/3"]
+    for task in TASKS:
+        examples = {e.step: e for e in iter_examples([path], task, ids, 10_000)}
+        assert [v.name for v in examples[1].runtime] == ["a"]
+        assert examples[2].runtime == [] and examples[2].memory_bytes_before is None
+        assert examples[2].execution_time_before is None
+        before_restart = [HistoryCell("a = 1", ""), HistoryCell("b = 2", "")]
+        assert examples[2].history == [*before_restart, RESTART_CELL]
+        assert RESTART_CELL == HistoryCell(RESTART_MARKER, "")
+        assert [v.name for v in examples[3].runtime] == ["c"]
+        assert examples[3].execution_time_before == 0.01
+        assert examples[3].history == [*before_restart, RESTART_CELL, HistoryCell("c = 3", "")]
+        assert [examples[i].step_kind for i in (1, 2, 3)] == ["first_run", "after_restart", "first_run"]
+
+
+def test_a_restart_before_the_first_step_adds_no_marker(tmp_path: Path) -> None:
+    path = write_steps(tmp_path / "t.jsonl", [step(0, "a = 1", restarted=True), step(1, "a")])
+    examples = list(iter_examples([path], "next_cell_prediction", ["t/0", "t/1"], 10_000))
+    assert [e.history for e in examples] == [[], [HistoryCell("a = 1", "")]]
+    assert examples[0].step_kind == "first_run"
+
+
+def test_the_budget_cuts_whole_cells_markers_included_from_the_oldest_end(tmp_path: Path) -> None:
+    steps = synthetic_steps("r", 300, restart_rate=0.1)
+    assert sum(s.restarted for s in steps) > 10
+    path = write_steps(tmp_path / "r.jsonl", steps)
+    # the whole history of every step: its cells and a marker before each restarted step
+    timeline: list[HistoryCell] = []
+    expected_full: dict[int, list[HistoryCell]] = {}
+    for s in steps:
+        if s.restarted and s.step > 0:
+            timeline.append(RESTART_CELL)
+        expected_full[s.step] = list(timeline)
+        timeline.append(HistoryCell(s.code, s.output))
+    ids = [f"r/{i}" for i in range(300)]
+    markers_seen = 0
+    for example in iter_examples([path], "output_prediction", ids, 300):
+        whole = expected_full[example.step]
+        assert sum(cell.chars for cell in example.history) <= 300
+        assert example.history == whole[len(whole) - len(example.history) :]
+        assert example.history_dropped == len(whole) - len(example.history)
+        if len(example.history) < len(whole):  # the longest suffix that fits
+            assert sum(cell.chars for cell in whole[len(whole) - len(example.history) - 1 :]) > 300
+        markers_seen += sum(cell == RESTART_CELL for cell in example.history)
+    assert markers_seen > 0
+
+
+def test_runtime_variables_carry_the_step_they_last_changed_at(tmp_path: Path) -> None:
+    path = write_steps(
+        tmp_path / "t.jsonl",
+        [
+            step(0, "a = 1; b = 1", runtime={"a": "1", "b": "1"}),
+            step(1, "b = 2", runtime={"a": "1", "b": "2"}),
+            step(2, "c = 0", runtime={"a": "1", "b": "2", "c": "0"}),
+            step(3, "a = 1", runtime={"a": "1", "b": "2", "c": "0"}),  # same description: no change
+            step(4, "x = 9", runtime={"x": "9"}, restarted=True),
+            step(5, "x"),
+        ],
+    )
+    examples = {e.step: e for e in iter_examples([path], "next_cell_prediction", [f"t/{i}" for i in range(6)], 999)}
+    assert examples[0].runtime_changed == []
+    assert examples[2].runtime_changed == [0, 1]  # a, b
+    assert examples[4].runtime_changed == []  # restarted: an empty kernel
+    assert examples[3].runtime_changed == [0, 1, 2]
+    assert examples[5].runtime_changed == [4]  # counted afresh after the restart
 
 
 def _lengths_corpus(tmp_path: Path, n: int) -> Path:
@@ -99,9 +163,9 @@ def test_errors_are_excluded_by_default_and_kept_on_request(tmp_path: Path) -> N
         tmp_path / "t.jsonl",
         [step(0, "x = 1"), step(1, "1 / 0", "ZeroDivisionError: division by zero", error=error), step(2, "x")],
     )
-    default = select([path], SelectionOptions(sample="all", quantile=1.0))
+    default = select([path], SelectionOptions(sample="all", quantile=1.0, include_empty=True))
     assert default.tasks["output_prediction"].full == ["t/0", "t/2"]
-    kept = select([path], SelectionOptions(sample="all", quantile=1.0, include_errors=True))
+    kept = select([path], SelectionOptions(sample="all", quantile=1.0, include_errors=True, include_empty=True))
     assert kept.tasks["output_prediction"].full == ["t/0", "t/1", "t/2"]
     (example,) = iter_examples([path], "output_prediction", ["t/1"], 1000)
     assert example.target_is_error and example.target == "ZeroDivisionError: division by zero"
@@ -111,7 +175,7 @@ def test_stable_only_keeps_reproducible_steps(tmp_path: Path) -> None:
     path = write_steps(
         tmp_path / "t.jsonl", [step(0, "a", stable=True), step(1, "b", stable=False), step(2, "c", stable=None)]
     )
-    chosen = select([path], SelectionOptions(sample="all", quantile=1.0, stable_only=True))
+    chosen = select([path], SelectionOptions(sample="all", quantile=1.0, stable_only=True, include_empty=True))
     # one eligibility rule for both tasks: the step's output reproduced
     assert chosen.tasks["output_prediction"].full == chosen.tasks["next_cell_prediction"].full == ["t/0"]
     unknown = write_steps(tmp_path / "u.jsonl", [step(0, "a")])
@@ -125,9 +189,38 @@ def test_stable_marks_the_target_an_output_as_recorded_and_code_always(tmp_path:
     ids = ["t/0", "t/1", "t/2"]
     assert [e.stable for e in iter_examples([path], "output_prediction", ids, 1000)] == flags
     assert [e.stable for e in iter_examples([path], "next_cell_prediction", ids, 1000)] == [True, True, True]
-    chosen = select([path], SelectionOptions(sample="all", quantile=1.0))
+    chosen = select([path], SelectionOptions(sample="all", quantile=1.0, include_empty=True))
     assert chosen.tasks["output_prediction"].stability == {"test": (1, 1, 1), "full": (1, 1, 1)}
     assert chosen.tasks["next_cell_prediction"].stability == {"test": (3, 0, 0), "full": (3, 0, 0)}
+
+
+def test_empty_targets_are_excluded_by_default_per_task_and_kept_on_request(tmp_path: Path) -> None:
+    path = write_steps(
+        tmp_path / "t.jsonl",
+        [step(0, "x = 1"), step(1, "x", "1"), step(2, "  \n", ""), step(3, "print(' ')", " \n"), step(4, "x", "1")],
+    )
+    default = select([path], SelectionOptions(sample="all", quantile=1.0))
+    # output prediction: no cell without (visible) output; next cell: no empty cell
+    assert default.tasks["output_prediction"].full == ["t/1", "t/4"]
+    assert default.tasks["next_cell_prediction"].full == ["t/0", "t/1", "t/3", "t/4"]
+    kept = select([path], SelectionOptions(sample="all", quantile=1.0, include_empty=True))
+    assert (
+        kept.tasks["output_prediction"].full == kept.tasks["next_cell_prediction"].full == [f"t/{i}" for i in range(5)]
+    )
+
+
+def test_min_history_follows_the_sample_and_drops_steps_with_fewer_earlier_executions(tmp_path: Path) -> None:
+    assert SelectionOptions().min_history == PAPER_MIN_HISTORY == 5  # the paper's selected cells
+    assert SelectionOptions(sample="all").min_history == 0
+    assert SelectionOptions(sample="all", min_history=2).min_history == 2
+    path = write_steps(tmp_path / "t.jsonl", [step(i, f"x{i}", str(i)) for i in range(8)])
+    chosen = select([path], SelectionOptions(sample="all", quantile=1.0, min_history=3))
+    for task in TASKS:
+        assert chosen.tasks[task].full == ["t/3", "t/4", "t/5", "t/6", "t/7"]
+    paper = select([path], SelectionOptions(quantile=1.0))
+    assert paper.tasks["output_prediction"].full == ["t/5", "t/6", "t/7"]
+    with pytest.raises(InputError, match="min_history"):
+        SelectionOptions(min_history=-1)
 
 
 def test_paper_sample_draws_10_180_10_from_rank_quartiles() -> None:

@@ -48,7 +48,24 @@ BASELINE_PREFIX = "themisto-"
 EMPTY_BASELINE = "themisto-empty"
 REPEAT_LAST_BASELINE = "themisto-repeat-last"
 REPR_ECHO_BASELINE = "themisto-repr-echo"
-BASELINES = (EMPTY_BASELINE, REPEAT_LAST_BASELINE, REPR_ECHO_BASELINE)
+STATE_LOOKUP_BASELINE = "themisto-state-lookup"
+MAJORITY_BASELINE = "themisto-majority"
+HEURISTIC_BASELINE = "themisto-heuristic"
+BASELINES = (
+    EMPTY_BASELINE,
+    REPEAT_LAST_BASELINE,
+    REPR_ECHO_BASELINE,
+    STATE_LOOKUP_BASELINE,
+    MAJORITY_BASELINE,
+    HEURISTIC_BASELINE,
+)
+
+# Category columns of every task config (see themisto.building.categories): the kind of the
+# target step's output and of the step itself; reports break every metric down by them.
+OUTPUT_KINDS = ("none", "scalar", "collection", "table", "text", "error", "image")
+STEP_KINDS = ("first_run", "rerun_unchanged", "rerun_edited", "after_restart")
+# The code of the history cell that marks a kernel restart (its output is empty).
+RESTART_MARKER = "# --- kernel restarted ---"
 
 # The causes of instability ``themisto stability`` names, in the order a step's ``instability`` lists them.
 INSTABILITY_CAUSES = (

@@ -62,11 +62,6 @@ def check_license(license_id: str) -> None:
         )
 
 
-def data_file(config: str, split: str) -> str:
-    """The path of one split of one config inside a build, as the card's ``configs`` block names it."""
-    return f"{config}/{split}.parquet"
-
-
 def _size_category(rows: int) -> str:
     for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
         if rows < limit:
@@ -74,7 +69,7 @@ def _size_category(rows: int) -> str:
     return "1M<n<10M"
 
 
-def _dataset_infos(folder: Path) -> DatasetInfosDict:
+def _dataset_infos(folder: Path, files: dict[str, dict[str, str]]) -> DatasetInfosDict:
     """Features and split sizes of every config, as ``load_dataset`` checks them and the Hub shows them.
 
     ``num_bytes`` is the uncompressed size of a split's Parquet data, read from the file's metadata
@@ -85,7 +80,7 @@ def _dataset_infos(folder: Path) -> DatasetInfosDict:
         splits = datasets.SplitDict()
         download_size = 0
         for split in config_splits(config):
-            path = folder / data_file(config, split)
+            path = folder / files[config][split]
             meta = pq.ParquetFile(path).metadata
             num_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
             splits.add(datasets.SplitInfo(name=split, num_bytes=num_bytes, num_examples=meta.num_rows))
@@ -110,7 +105,7 @@ def card_metadata(summary: BuildSummary, license_id: str, folder: Path) -> str:
         entry: dict[str, Any] = {"config_name": config}
         if config == DEFAULT_CONFIG:
             entry["default"] = True
-        entry["data_files"] = [{"split": split, "path": data_file(config, split)} for split in config_splits(config)]
+        entry["data_files"] = [{"split": split, "path": path} for split, path in summary.files[config].items()]
         configs.append(entry)
     card_data = DatasetCardData(
         pretty_name="Themisto",
@@ -128,7 +123,7 @@ def card_metadata(summary: BuildSummary, license_id: str, folder: Path) -> str:
     )
     # the options of this build, so `read_build_options` can rebuild it byte for byte
     card_data[BUILD_OPTIONS_KEY] = {**asdict(summary.selection_options), **asdict(summary.render_options)}
-    _dataset_infos(folder).to_dataset_card_data(card_data)
+    _dataset_infos(folder, summary.files).to_dataset_card_data(card_data)
     return f"---\n{card_data.to_yaml()}\n---\n"
 
 
@@ -178,6 +173,27 @@ def read_build_options(folder: str | Path) -> tuple[SelectionOptions, RenderOpti
         raise InputError(f"{card}: not a Themisto dataset card with build options ({exc})") from None
 
 
+def named_files(meta: dict[str, Any], card: Path) -> dict[tuple[str, str], str]:
+    """``(config, split) -> path`` (relative to the build folder) for every data file a card's metadata names."""
+    named: dict[tuple[str, str], str] = {}
+    try:
+        for config in meta["configs"]:
+            for entry in config["data_files"]:
+                named[str(config["config_name"]), str(entry["split"])] = str(entry["path"])
+    except (KeyError, TypeError):
+        raise InputError(f"{card}: the card's configs block does not list data files by split") from None
+    return named
+
+
+def read_data_files(folder: str | Path) -> dict[tuple[str, str], str]:
+    """The data files a build's card names: ``(config, split) -> path`` relative to ``folder``.
+
+    A build names its files after their content (``<config>/<split>-<hash>.parquet``), so the card is
+    the one place that says which file holds a split.
+    """
+    return named_files(read_card_metadata(folder), Path(folder) / "README.md")
+
+
 def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase: dict[str, Any] | None = None) -> str:
     """The README.md dataset card of the build in ``folder``: YAML metadata, then what a reader needs to know.
 
@@ -206,6 +222,18 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         "Only steps whose output was reproducible across re-executions are kept, for both tasks."
         if opts.stable_only
         else "Stability is not used for selection; `stable` records it when known."
+    )
+    empty_rule = (
+        "kept (`--include-empty`)"
+        if opts.include_empty
+        else "dropped: a cell without output (output prediction) or an empty cell (next cell prediction) "
+        "has an answer too trivial to measure anything"
+    )
+    history_rule = (
+        f"Steps with fewer than {opts.min_history} earlier executions in their trajectory are dropped"
+        + (" (the paper's selected cells had at least five earlier actions)." if opts.min_history == 5 else ".")
+        if opts.min_history
+        else "Every step qualifies whatever the number of earlier executions (`--min-history 0`)."
     )
     return f"""{card_metadata(summary, license_id, folder)}
 # Themisto: a Jupyter runtime benchmark
@@ -253,11 +281,16 @@ execution time, kernel memory (RSS) and a snapshot of the user namespace
 (name, type, size, repr, shape/len), with a hash of the state.
 
 For step *t* the runtime state is the snapshot taken after step *t-1* (never
-after step *t*, which would leak the answer); it is empty for the first step
-and after a kernel restart. The history holds the cells of the same kernel
-session only (a restart starts a new, empty history), cut from the oldest end
-to {opts.max_context_chars} characters of code and output, whole cells only
-(`history_dropped` counts the cells left out).
+after step *t*, which would leak the answer); it describes the live kernel, so
+it is empty for the first step and right after a kernel restart. The history
+is, as in the paper, every earlier execution of the trajectory, across kernel
+restarts: what the developer had on screen. A restart appears in it as a cell
+of its own, code `# --- kernel restarted ---` and empty output, placed before
+the first step run in the new kernel; prompts render it as the line
+"--- The kernel was restarted here: variables defined by the cells above no
+longer exist. ---". The history is cut from the oldest end to
+{opts.max_context_chars} characters of code and output, whole cells only
+(`history_dropped` counts the cells left out, restart markers included).
 
 ## Selection protocol
 
@@ -266,7 +299,9 @@ to {opts.max_context_chars} characters of code and output, whole cells only
    {opts.quantile:g} quantiles over all steps) are dropped.
 2. Steps whose output is an exception are {errors_rule}.
 3. {stability_rule}
-4. Sample: {sample}. Strata are rank quartiles of the target length (output
+4. Examples whose target is empty or blank are {empty_rule}.
+5. {history_rule}
+6. Sample: {sample}. Strata are rank quartiles of the target length (output
    length for output prediction, code length for next cell), ties broken by
    example id; a stratum with too few examples gives all it has.
 
@@ -280,7 +315,9 @@ to {opts.max_context_chars} characters of code and output, whole cells only
 
 The runtime block of this build uses the `{render.runtime_format}` format, at
 most {render.max_runtime_chars} characters, each repr cut to
-{render.prompt_repr_chars} characters. Formats `themisto build` offers:
+{render.prompt_repr_chars} characters. Its header gives the number of variables,
+the kernel's memory and the execution time of the previous cell (the paper's
+runtime fields). Formats `themisto build` offers:
 
 - `text`: one entry per variable (name, type, size in bytes, shape/len) and
   its repr;
@@ -289,8 +326,13 @@ most {render.max_runtime_chars} characters, each repr cut to
   cell's code refers to (for next cell prediction: the last
   {render.referenced_window} history cells), found with Python's `ast`.
 
-Variables that do not fit are left out whole, in snapshot order, and counted.
-The block is never empty: a session without variables says so.
+When the variables do not all fit, they are taken in order of importance,
+each one that still fits, and the rest are counted: first those the target
+cell's code refers to (output prediction; their reprs are cut shorter if even
+they do not fit whole), then the most recently changed (the step at which
+their type, size, shape, len or repr last changed), never by name. The kept
+variables are listed in snapshot order. The block is never empty: a session
+without variables says so.
 {_showcase(showcase)}
 ## Fields
 
@@ -298,11 +340,15 @@ Task configs:
 
 - `example_id` (string): `<trajectory_id>/<step>`, the same in both configs of a pair
 - `trajectory_id` (string), `step` (int64): the step being predicted
-- `history` (list of `{{code, output}}`): earlier cells of the session, oldest first
-- `history_dropped` (int64): session cells left out by the context budget
+- `history` (list of `{{code, output}}`): earlier executions of the trajectory, oldest first; a kernel
+  restart is a cell with code `# --- kernel restarted ---` and empty output
+- `history_dropped` (int64): older history cells left out by the context budget
 - `code` (string): the target cell's code for output prediction; empty for next cell prediction
 - `runtime` (list of variables, fields below): the state before the step; empty in the configs without runtime
-- `memory_bytes_before` (int64, nullable): kernel memory before the step; null without runtime
+- `memory_bytes_before` (int64, nullable): kernel memory before the step; null without runtime and
+  after a restart
+- `execution_time_before` (float64, nullable): seconds the previous step of the live kernel took; null
+  without runtime and after a restart
 - `runtime_text` (string): the rendered runtime block; empty without runtime
 - `prompt` (string): the full prompt a model sees
 - `target` (string): the expected output (output prediction) or code (next cell prediction)
@@ -310,6 +356,16 @@ Task configs:
 - `stable` (bool, nullable): the target is reproducible across re-executions. Output prediction: the
   step's output was identical in every re-execution (null when unknown). Next cell prediction: always
   true, as the target is code
+- `output_kind` (string): the kind of the target step's output, the same in both tasks: `none` (empty),
+  `scalar` (one number, bool, quoted string or short word), `collection` (a list, tuple, dict, set or
+  array repr), `table` (a pandas DataFrame or Series), `text` (anything else), `error` (an exception),
+  `image` (a figure or image only)
+- `step_kind` (string): `first_run` (the cell's first execution), `rerun_unchanged` (the cell ran
+  before with the same code), `rerun_edited` (it ran before with other code), `after_restart` (the
+  first step after a kernel restart, whatever its cell)
+- `duplicate_of` (string, nullable): the `example_id` of the first earlier example of the same split and
+  trajectory with the same (`code`, `target`) pair, else null; drop the rows where it is set to score
+  each distinct question once
 
 `trajectories`, one row per recorded step:
 

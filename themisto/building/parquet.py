@@ -6,10 +6,18 @@ one split ``full``) and the two tasks, each without and with the runtime block
 eligible example).
 
 ``datasets`` 4 and later refuse loading scripts, so :func:`build_dataset`
-writes every split as ``<folder>/<config>/<split>.parquet`` plus a ``README.md``
-dataset card whose YAML ``configs:`` block names those files.
+writes every split as ``<folder>/<config>/<split>-<hash>.parquet`` plus a
+``README.md`` dataset card whose YAML ``configs:`` block names those files.
 ``datasets.load_dataset(folder, config, split=...)`` then reads the folder as
-it is, locally or after ``themisto publish``.
+it is, locally or after ``themisto publish``; :func:`parquet_path` finds a
+split's file through the card.
+
+``<hash>`` is the start of the file's SHA-256. ``load_dataset`` keys its cache
+of a local folder on the card's ``configs`` block (and the folder's name), not
+on the files' contents, so with fixed file names a rebuild into the same folder
+would be served from the cache of the previous build. Content-hashed names make
+every different build a different ``configs`` block, hence a different cache
+entry, while an identical rebuild keeps its names (and its cache).
 
 :func:`build_dataset` reads the trajectories twice: selection
 (:func:`themisto.building.tasks.select`), then one pass of
@@ -27,6 +35,7 @@ or an absolute path.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -37,11 +46,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from themisto.building.card import check_license, data_file, dataset_card
+from themisto.building.card import check_license, dataset_card, read_data_files
 from themisto.building.prompts import RenderOptions
 from themisto.building.tables import BATCH_ROWS, config_features, config_splits, iter_tables
 from themisto.building.tasks import Selection, SelectionOptions, select
-from themisto.exceptions import OptionError
+from themisto.exceptions import InputError, OptionError
 from themisto.progress import Progress
 from themisto.vocabulary import CONFIG_NAMES, OUTPUT_PREDICTION, RUNTIME_SUFFIX, TRAJECTORIES
 
@@ -55,11 +64,26 @@ class BuildSummary:
     render_options: RenderOptions
     rows: dict[str, dict[str, int]]
     trajectory_files: list[str]  # file names only, so the card does not depend on where inputs lie
+    files: dict[str, dict[str, str]]  # per config and split: the Parquet file, relative to the build folder
 
 
-def parquet_path(folder: Path, config: str, split: str) -> Path:
-    """Where a build puts one split of one config."""
-    return Path(folder) / data_file(config, split)
+# Hex digits of the SHA-256 in a Parquet file's name: enough that no two builds collide.
+NAME_HASH_CHARS = 16
+
+
+def parquet_path(folder: str | Path, config: str, split: str) -> Path:
+    """The Parquet file of one split of one config of a build, as the build's dataset card names it."""
+    files = read_data_files(folder)
+    if (config, split) not in files:
+        raise InputError(f"{folder}: the dataset card names no file for config {config!r}, split {split!r}")
+    return Path(folder) / files[config, split]
+
+
+def _hashed_name(path: Path) -> Path:
+    """Rename a finished Parquet file to ``<split>-<hash>.parquet`` after its content; return the new path."""
+    with path.open("rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()[:NAME_HASH_CHARS]
+    return path.rename(path.with_name(f"{path.stem}-{digest}{path.suffix}"))
 
 
 class _SplitWriter:
@@ -72,6 +96,7 @@ class _SplitWriter:
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._writer = pq.ParquetWriter(path, schema, compression="zstd")
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
@@ -125,7 +150,7 @@ def build_dataset(
         if not ids.full:
             raise OptionError(
                 "no eligible {task} examples among {steps} steps ({errors} exceptions);"
-                " see {include_errors}, {quantile} and {stable_only}",
+                " see {include_errors}, {include_empty}, {min_history}, {quantile} and {stable_only}",
                 task=task,
                 steps=chosen.steps,
                 errors=chosen.errors,
@@ -135,7 +160,7 @@ def build_dataset(
     with tempfile.TemporaryDirectory(prefix=".themisto-build-", dir=out_dir.parent) as tmp:
         staged = Path(tmp)
         writers = {
-            (config, split): _SplitWriter(parquet_path(staged, config, split), config_features(config).arrow_schema)
+            (config, split): _SplitWriter(staged / config / f"{split}.parquet", config_features(config).arrow_schema)
             for config in CONFIG_NAMES
             for split in config_splits(config)
         }
@@ -149,8 +174,15 @@ def build_dataset(
         finally:
             counts = {key: writer.close() for key, writer in writers.items()}
         rows = {config: {split: counts[config, split] for split in config_splits(config)} for config in CONFIG_NAMES}
-        summary = BuildSummary(chosen, selection, render, rows, [p.name for p in paths])
-        showcase = _showcase_row(parquet_path(staged, OUTPUT_PREDICTION + RUNTIME_SUFFIX, "test"))
+        files = {
+            config: {
+                split: _hashed_name(writers[config, split].path).relative_to(staged).as_posix()
+                for split in config_splits(config)
+            }
+            for config in CONFIG_NAMES
+        }
+        summary = BuildSummary(chosen, selection, render, rows, [p.name for p in paths], files)
+        showcase = _showcase_row(staged / files[OUTPUT_PREDICTION + RUNTIME_SUFFIX]["test"])
         (staged / "README.md").write_text(dataset_card(summary, license_id, staged, showcase), encoding="utf-8")
         _replace_build(staged, out_dir)
     return summary

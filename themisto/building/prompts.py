@@ -8,7 +8,13 @@
 so the two differ exactly by the runtime block, which is also returned on its
 own (the dataset's ``runtime_text``). The block is never empty: a session with
 no variables says so, so the runtime condition always visibly carries the
-snapshot.
+snapshot. Its header gives the number of variables, the kernel's memory and the
+execution time of the previous cell (the paper's runtime fields: execution
+time, memory and variables).
+
+The history lists every earlier cell with its output, numbered ``Cell 1:``,
+``Cell 2:``, ...; a kernel restart is a line of its own between them
+(:data:`RESTART_LINE`), not a numbered cell.
 
 Runtime formats (each bounded by ``max_runtime_chars`` for the whole block):
 
@@ -22,9 +28,19 @@ Runtime formats (each bounded by ``max_runtime_chars`` for the whole block):
   ``ast`` of the code, IPython magics and shell lines removed; code that still
   does not parse falls back to a regex over identifiers.
 
-Truncation is deterministic: each repr is cut to ``prompt_repr_chars``, then
-whole variables are kept in snapshot order while the block fits the budget and
-the rest are counted in a closing line (``not_shown`` in JSON).
+Truncation is deterministic: each repr is cut to ``prompt_repr_chars``; then, when
+the whole block does not fit the budget, variables are taken whole in order of
+importance, each one that still fits, and the rest are counted in a closing
+line (``not_shown`` in JSON). The variables the target cell reads always come
+first; when even they do not fit, their reprs are cut shorter (halving, down to
+:data:`MIN_REPR_CHARS`) until they do. Importance (:func:`rank_variables`): first the
+variables the target cell's code refers to (output prediction; for next-cell
+prediction the code is unknown), then the most recently changed ones (by the
+step at which their description last changed), ties by snapshot order; never by
+name alone. The kept variables are listed in snapshot order.
+
+:func:`shown_variables` reads a block back: the variables it shows, as a model
+sees them.
 """
 
 from __future__ import annotations
@@ -33,19 +49,24 @@ import ast
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from themisto.building.tasks import Example, HistoryCell
 from themisto.exceptions import InputError, OptionError
 from themisto.trajectory import Variable
+from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER
 
 RUNTIME_FORMATS = ("text", "json", "referenced")
 # Ends a repr cut for the prompt (a short mark, as reprs are short). Not the recorder's
 # OUTPUT_TRUNCATION_MARKER (themisto.recording.outputs): that one ends a recorded output, is part of the
 # target a model predicts, and names the full length.
 PROMPT_REPR_TRUNCATION_MARK = "…[truncated]"
+# The reprs of the variables a cell reads are cut down to this, at the shortest, so that all of them show.
+MIN_REPR_CHARS = 40
+# Room for what closes a block that leaves variables out: the count line, JSON's brackets and count.
+_CLOSING_CHARS = 48
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # IPython lines that are not Python: magics (%, %%), shell escapes (!) and help (?name)
 _IPYTHON_LINE = re.compile(r"^\s*(%|!|\?)")
@@ -54,6 +75,9 @@ _INTRO = (
     "Below is the execution history of a Jupyter notebook session: the code cells in the order "
     "they were executed, each followed by its output.\n\n"
 )
+# How a kernel restart shows in the history: not a numbered cell, so no model takes it for code that ran.
+RESTART_LINE = "--- The kernel was restarted here: variables defined by the cells above no longer exist. ---\n\n"
+_RUNTIME_HEADER = "Runtime state of the kernel before this cell"
 _QUESTIONS = {
     "output_prediction": "Predict the output of this code cell. Answer with the output only.\n",
     "next_cell_prediction": ("Predict the code of the next cell that will be executed. Answer with the code only.\n"),
@@ -102,37 +126,53 @@ def render_pair(example: Example, options: RenderOptions) -> PromptPair:
 def render_pairs(examples: Sequence[Example], options: RenderOptions) -> list[PromptPair]:
     """Render the prompt pairs of examples of one step (one per task).
 
-    They share the history and the runtime state, so the history and, unless the
-    format is ``referenced`` (which depends on each task's code), the runtime block
-    are rendered once for all of them.
+    They share the history and the runtime state, so the history is rendered once
+    for all of them, and so is the runtime block unless the tasks need different
+    ones: the ``referenced`` format depends on each task's code, and a block that
+    must leave variables out keeps those the output-prediction cell reads first.
     """
     first = examples[0]
     if any(e.history != first.history or e.runtime != first.runtime for e in examples[1:]):
         raise ValueError("render_pairs needs examples of one step (the same history and runtime)")
     head = _INTRO + render_history(first.history)
-    shared_runtime = None
-    if options.runtime_format != "referenced":
-        shared_runtime = render_runtime(first.runtime, options, [], memory=first.memory_bytes_before)
+    shared: tuple[str, int] | None = None  # the block ranked by recency alone, and how many it left out
     pairs = []
     for example in examples:
         question = _QUESTIONS[example.task]
-        if example.task == "output_prediction":
+        if example.task == OUTPUT_PREDICTION:
             question += fence(example.code, "python")
-        runtime_text = shared_runtime
-        if runtime_text is None:
-            runtime_text = render_runtime(
-                example.runtime,
-                options,
-                referenced_from=referencing_code(example, options),
-                memory=example.memory_bytes_before,
-            )
-        pairs.append(PromptPair(head + runtime_text + question, head + question, runtime_text))
+        block = None
+        if options.runtime_format != "referenced":
+            shared = shared or _runtime_block(first, options, reads=frozenset())
+            # a block that shows every variable is the same whatever the ranking
+            block = shared[0] if shared[1] == 0 or example.task != OUTPUT_PREDICTION else None
+        if block is None:
+            block = _runtime_block(example, options, reads=read_names(example))[0]
+        pairs.append(PromptPair(head + block + question, head + question, block))
     return pairs
+
+
+def read_names(example: Example) -> frozenset[str]:
+    """The names the target cell refers to: kept first in a tight runtime block (none for next cell)."""
+    return frozenset(referenced_names(example.code)) if example.task == OUTPUT_PREDICTION else frozenset()
+
+
+def _runtime_block(example: Example, options: RenderOptions, reads: Collection[str]) -> tuple[str, int]:
+    """The runtime block of ``example`` and the number of variables it leaves out."""
+    return _render_runtime(
+        example.runtime,
+        options,
+        referencing_code(example, options),
+        example.memory_bytes_before,
+        reads=reads,
+        changed=example.runtime_changed,
+        execution_time=example.execution_time_before,
+    )
 
 
 def referencing_code(example: Example, options: RenderOptions) -> list[str]:
     """The code whose names decide which variables ``referenced`` shows."""
-    if example.task == "output_prediction":
+    if example.task == OUTPUT_PREDICTION:
         return [example.code]
     recent = example.history[-options.referenced_window :] if options.referenced_window else []
     return [cell.code for cell in recent]
@@ -147,14 +187,23 @@ def fence(text: str, lang: str = "") -> str:
 
 
 def render_history(history: list[HistoryCell]) -> str:
-    """The history part of a prompt: each cell's code and output, oldest first, or a note that there is none."""
+    """The history part of a prompt: each cell's code and output, oldest first, or a note that there is none.
+
+    Executed cells are numbered; a restart marker becomes :data:`RESTART_LINE`.
+    """
     if not history:
-        return "Previous code cells and their outputs: none (this is the first cell of the kernel session).\n\n"
-    labels = _cell_labels(len(history))
+        return "Previous code cells and their outputs: none (this is the first cell executed).\n\n"
     bodies = [_render_cell(cell.code, cell.output) for cell in history]
-    return "Previous code cells and their outputs:\n\n" + "".join(
-        [part for pair in zip(labels, bodies) for part in pair]
-    )
+    if RESTART_LINE not in bodies:  # the common case: one label per cell
+        labels = _cell_labels(len(bodies))
+        return "Previous code cells and their outputs:\n\n" + "".join(
+            [part for pair in zip(labels, bodies) for part in pair]
+        )
+    numbered = iter(_cell_labels(len(bodies) - bodies.count(RESTART_LINE)))
+    parts = ["Previous code cells and their outputs:\n\n"]
+    for body in bodies:
+        parts += [body] if body is RESTART_LINE else [next(numbered), body]
+    return "".join(parts)
 
 
 def _cell_labels(count: int) -> list[str]:
@@ -172,6 +221,8 @@ _CELL_LABELS: list[str] = []
 @functools.lru_cache(maxsize=1 << 15)
 def _render_cell(code: str, output: str) -> str:
     # cached: the history windows of consecutive steps share almost all their cells
+    if code == RESTART_MARKER and not output:
+        return RESTART_LINE
     rendered_output = fence(output) if output else "(no output)\n"
     return f"{fence(code, 'python')}Output:\n{rendered_output}\n"
 
@@ -193,48 +244,111 @@ def referenced_names(code: str) -> set[str]:
 
 
 def render_runtime(
-    variables: list[Variable], options: RenderOptions, referenced_from: list[str], memory: int | None = None
+    variables: list[Variable],
+    options: RenderOptions,
+    referenced_from: list[str],
+    memory: int | None = None,
+    *,
+    reads: Collection[str] = (),
+    changed: Sequence[int] | None = None,
+    execution_time: float | None = None,
 ) -> str:
-    """The runtime block in the chosen format, within ``options.max_runtime_chars``."""
-    shown = variables
+    """The runtime block in the chosen format, within ``options.max_runtime_chars``.
+
+    ``referenced_from`` is the code whose names the ``referenced`` format shows;
+    ``reads`` and ``changed`` rank the variables when some must be left out (see
+    :func:`rank_variables`); ``memory`` and ``execution_time`` (of the previous
+    cell) go into the header.
+    """
+    return _render_runtime(
+        variables, options, referenced_from, memory, reads=reads, changed=changed, execution_time=execution_time
+    )[0]
+
+
+def _render_runtime(
+    variables: list[Variable],
+    options: RenderOptions,
+    referenced_from: list[str],
+    memory: int | None,
+    *,
+    reads: Collection[str],
+    changed: Sequence[int] | None,
+    execution_time: float | None,
+) -> tuple[str, int]:
+    """:func:`render_runtime`, and how many of the variables in scope it leaves out."""
+    indices = list(range(len(variables)))
     scope = "user variables"
     if options.runtime_format == "referenced":
         names = set().union(*(referenced_names(code) for code in referenced_from)) if referenced_from else set()
-        shown = [var for var in variables if var.name in names]
+        indices = [i for i in indices if variables[i].name in names]
         scope = f"variables referenced by the code, out of {len(variables)} user variables"
-    memory_note = f", kernel memory {memory} bytes" if memory is not None else ""
-    header = f"Runtime state of the kernel before this cell ({len(shown)} {scope}{memory_note}):\n"
+    if changed is not None and len(changed) != len(variables):
+        raise ValueError(f"{len(changed)} change steps for {len(variables)} variables")
+    shown = [variables[i] for i in indices]
+    ranked = rank_variables(shown, reads, [changed[i] for i in indices] if changed is not None else None)
+    facts = [f"{len(shown)} {scope}"]
+    if memory is not None:
+        facts.append(f"kernel memory {memory} bytes")
+    if execution_time is not None:
+        facts.append(f"previous cell ran in {execution_time:.3f} s")
+    header = f"{_RUNTIME_HEADER} ({', '.join(facts)}):\n"
+    entry = _json_line if options.runtime_format == "json" else _text_entry
+    entries = [entry(var, options.prompt_repr_chars) for var in shown]
+    budget = options.max_runtime_chars
+    read = [i for i in ranked if shown[i].name in reads]
+    # the variables the cell reads must all show: when they do not fit with their reprs, cut those shorter
+    limit = options.prompt_repr_chars
+    while limit > MIN_REPR_CHARS and len(header) + sum(len(entries[i]) + 2 for i in read) > budget - _CLOSING_CHARS:
+        limit = max(limit // 2, MIN_REPR_CHARS)
+        for i in read:
+            entries[i] = entry(shown[i], limit)
     if options.runtime_format == "json":
-        entries = [_json_line(var, options.prompt_repr_chars) for var in shown]
 
-        def render(kept: int) -> str:
-            body = ",\n".join(entries[:kept]) + ("\n" if kept else "")
-            return f'{header}{{"variables": [\n{body}], "not_shown": {len(entries) - kept}}}\n\n'
+        def render(kept: list[int]) -> str:
+            body = ",\n".join(entries[i] for i in kept) + ("\n" if kept else "")
+            return f'{header}{{"variables": [\n{body}], "not_shown": {len(entries) - len(kept)}}}\n\n'
 
     else:
-        entries = [_text_entry(var, options.prompt_repr_chars) for var in shown]
 
-        def render(kept: int) -> str:
-            omitted = len(entries) - kept
-            listing = "".join(entries[:kept]) if entries else "(none)\n"
+        def render(kept: list[int]) -> str:
+            omitted = len(entries) - len(kept)
+            listing = "".join(entries[i] for i in kept) if entries else "(none)\n"
             return header + listing + (f"... {omitted} more variables not shown\n" if omitted else "") + "\n"
 
-    return _largest_fitting(render, [len(entry) for entry in entries], options.max_runtime_chars, len(header))
+    kept, text = _fitting(render, ranked, [len(item) for item in entries], budget, len(header))
+    return text, len(entries) - len(kept)
 
 
-def _largest_fitting(render: Callable[[int], str], sizes: list[int], budget: int, fixed: int) -> str:
-    """``render(k)`` for the largest ``k`` whose text fits ``budget`` (``k = 0`` at worst)."""
-    # render(k) is at least ``fixed`` plus the first k entries: start where those alone still fit
-    start, used = 0, fixed
-    for size in sizes:
-        if used + size > budget:
-            break
-        used, start = used + size, start + 1
-    for kept in range(start, 0, -1):
-        text = render(kept)
-        if len(text) <= budget:
-            return text
-    return render(0)
+def rank_variables(variables: list[Variable], reads: Collection[str], changed: Sequence[int] | None) -> list[int]:
+    """The indices of ``variables``, most important first: those in ``reads``, then the most recently changed.
+
+    ``changed`` gives, per variable, the step at which it last changed (None: no
+    recency known); ties keep snapshot order.
+    """
+    recency = changed if changed is not None else [0] * len(variables)
+    return sorted(range(len(variables)), key=lambda i: (variables[i].name not in reads, -recency[i], i))
+
+
+def _fitting(
+    render: Callable[[list[int]], str], ranked: list[int], sizes: list[int], budget: int, fixed: int
+) -> tuple[list[int], str]:
+    """The entries ``render`` keeps within ``budget`` (in snapshot order), and its text.
+
+    Entries are taken in rank order, each one that still fits beside those taken
+    before (``fixed`` characters are taken already), so a large entry does not
+    shut out smaller, less important ones; then, while the text with its closing
+    line does not fit, the least important taken entry goes.
+    """
+    taken, used = [], fixed
+    for index in ranked:
+        if used + sizes[index] <= budget:
+            taken.append(index)
+            used += sizes[index]
+    while True:
+        text = render(sorted(taken))
+        if len(text) <= budget or not taken:
+            return taken, text
+        taken.pop()
 
 
 def _cut_repr(text: str, limit: int) -> str:
@@ -266,3 +380,62 @@ def _json_line(var: Variable, max_repr_chars: int) -> str:
     entry["repr"] = cut
     entry["repr_truncated"] = var.repr_truncated or cut != var.repr
     return "  " + json.dumps(entry, ensure_ascii=False, sort_keys=True)
+
+
+def shown_variables(runtime_text: str) -> list[Variable]:
+    """The variables a runtime block shows, read back from its text (either format); [] for no block.
+
+    Each comes with what the block says of it: type, size, shape, len and the repr
+    as shown (``repr_truncated`` when the block or the snapshot cut it).
+    """
+    header, _, body = runtime_text.partition("\n")
+    if not header.startswith(_RUNTIME_HEADER):
+        return []
+    if body.startswith('{"variables"'):
+        return [_json_variable(entry) for entry in json.loads(body)["variables"]]
+    variables: list[Variable] = []
+    lines: list[str] = []
+    for line in body.splitlines():
+        if line.startswith("- "):
+            if variables:
+                _set_repr(variables[-1], lines)
+            variables.append(_text_variable(line[2:]))
+            lines = []
+        elif line.startswith("    ") and variables:
+            lines.append(line[4:])
+    if variables:
+        _set_repr(variables[-1], lines)
+    return variables
+
+
+def _text_variable(line: str) -> Variable:
+    """A variable from the first line of its ``text`` entry: ``name: type, N bytes, shape AxB, len N``."""
+    name, _, rest = line.partition(": ")
+    kind, size, *extra = rest.split(", ")
+    variable = Variable(name, kind, int(size.split()[0]) if size.endswith(" bytes") else None, "")
+    for fact in extra:
+        if fact.startswith("shape "):
+            variable.shape = [int(dim) for dim in fact[len("shape ") :].split("x") if dim]
+        elif fact.startswith("len "):
+            variable.len = int(fact[len("len ") :])
+    return variable
+
+
+def _set_repr(variable: Variable, lines: list[str]) -> None:
+    text = "\n".join(lines)
+    variable.repr_truncated = text.endswith(PROMPT_REPR_TRUNCATION_MARK)
+    variable.repr = text.removesuffix(PROMPT_REPR_TRUNCATION_MARK)
+
+
+def _json_variable(entry: dict[str, Any]) -> Variable:
+    truncated = bool(entry["repr_truncated"])
+    text = entry["repr"]
+    return Variable(
+        entry["name"],
+        entry["type"],
+        entry["size_bytes"],
+        text.removesuffix(PROMPT_REPR_TRUNCATION_MARK) if truncated else text,
+        repr_truncated=truncated,
+        shape=entry.get("shape"),
+        len=entry.get("len"),
+    )

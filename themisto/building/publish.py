@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themisto.building.card import HUB_PLACEHOLDER, data_file, read_build_options, read_card_metadata
+from themisto.building.card import HUB_PLACEHOLDER, named_files, read_build_options, read_card_metadata
 from themisto.building.tables import config_splits
 from themisto.exceptions import InputError, ThemistoError, short_message
 from themisto.vocabulary import CONFIG_NAMES
@@ -62,8 +62,8 @@ def build_files(folder: str | Path) -> list[BuildFile]:
     folder = Path(folder).resolve()
     meta = read_card_metadata(folder)
     read_build_options(folder)  # a Themisto card, not any dataset card
-    named = _named_files(meta, folder)
-    expected = {(config, split): data_file(config, split) for config in CONFIG_NAMES for split in config_splits(config)}
+    named = named_files(meta, folder / CARD)
+    expected = [(config, split) for config in CONFIG_NAMES for split in config_splits(config)]
     missing = sorted(f"{config}/{split}" for config, split in expected if (config, split) not in named)
     if missing:
         raise InputError(f"{folder}: incomplete build, the card names no file for {', '.join(missing)}")
@@ -85,18 +85,6 @@ def build_files(folder: str | Path) -> list[BuildFile]:
             )
         files.append(BuildFile(relative, path, path.stat().st_size, rows))
     return files
-
-
-def _named_files(meta: dict[str, Any], folder: Path) -> dict[tuple[str, str], str]:
-    """``(config, split) -> path`` for every data file the card's ``configs`` block names."""
-    named: dict[tuple[str, str], str] = {}
-    try:
-        for config in meta["configs"]:
-            for entry in config["data_files"]:
-                named[str(config["config_name"]), str(entry["split"])] = str(entry["path"])
-    except (KeyError, TypeError):
-        raise InputError(f"{folder / CARD}: the card's configs block does not list data files by split") from None
-    return named
 
 
 def _split_sizes(meta: dict[str, Any]) -> dict[tuple[str, str], int]:

@@ -25,11 +25,15 @@ from typing import Any, NamedTuple
 import datasets
 import pyarrow as pa
 
+from themisto.building.categories import Duplicates
 from themisto.building.prompts import RenderOptions, render_pairs
 from themisto.building.tasks import Selection, StepContext, iter_contexts
 from themisto.exceptions import InputError
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
 from themisto.vocabulary import RUNTIME_SUFFIX, SPLITS, TASKS, TRAJECTORIES, TRAJECTORY_SPLIT, task_of_config
+
+# per task and split: the example ids in it
+SplitIds = dict[str, dict[str, set[str]]]
 
 # Steps per batch, and rows per Parquet row group: the `datasets` writer's default batch size.
 BATCH_ROWS = 1000
@@ -69,11 +73,15 @@ TASK_FEATURES = datasets.Features(
         "code": datasets.Value("string"),
         "runtime": datasets.List(_VARIABLE),
         "memory_bytes_before": datasets.Value("int64"),
+        "execution_time_before": datasets.Value("float64"),
         "runtime_text": datasets.Value("string"),
         "prompt": datasets.Value("string"),
         "target": datasets.Value("string"),
         "target_is_error": datasets.Value("bool"),
         "stable": datasets.Value("bool"),
+        "output_kind": datasets.Value("string"),
+        "step_kind": datasets.Value("string"),
+        "duplicate_of": datasets.Value("string"),
     }
 )
 
@@ -126,8 +134,10 @@ class TablePiece(NamedTuple):
 class _TaskColumns:
     """The columns of one batch of task examples, shared by the four task configs."""
 
-    def __init__(self, render: RenderOptions) -> None:
+    def __init__(self, render: RenderOptions, splits: SplitIds, duplicates: dict[tuple[str, str], Duplicates]) -> None:
         self.render = render
+        self.splits = splits
+        self.duplicates = duplicates  # per (task, split), kept across batches
         self.example_ids: list[str] = []
         self.trajectory_ids: list[str] = []
         self.steps: list[int] = []
@@ -137,13 +147,18 @@ class _TaskColumns:
         self.history_dropped: list[int] = []
         self.runtime: list[list[dict[str, Any]]] = []
         self.memory_before: list[int | None] = []
+        self.execution_before: list[float | None] = []
         self.target_is_error: list[bool] = []
+        self.output_kinds: list[str] = []
+        self.step_kinds: list[str] = []
         # per task: code, target, runtime_text, prompt without and with runtime
         self.by_task: dict[str, dict[str, list[str]]] = {
             task: {"code": [], "target": [], "runtime_text": [], "plain": [], "with_runtime": []} for task in TASKS
         }
         # per task, as the target's stability differs: an output may not reproduce, code always does
         self.stable: dict[str, list[bool | None]] = {task: [] for task in TASKS}
+        # per task and split: the earlier example of the split with the same (code, target)
+        self.duplicate_of: dict[str, dict[str, list[str | None]]] = {task: {s: [] for s in SPLITS} for task in TASKS}
 
     def __len__(self) -> int:
         return len(self.example_ids)
@@ -162,7 +177,10 @@ class _TaskColumns:
         self.history_dropped.append(context.history_dropped)
         self.runtime.append(runtime_rows)
         self.memory_before.append(examples[0].memory_bytes_before)
+        self.execution_before.append(examples[0].execution_time_before)
         self.target_is_error.append(examples[0].target_is_error)
+        self.output_kinds.append(examples[0].output_kind)
+        self.step_kinds.append(examples[0].step_kind)
         for example, pair in zip(examples, pairs, strict=True):
             self.stable[example.task].append(example.stable)
             columns = self.by_task[example.task]
@@ -171,9 +189,16 @@ class _TaskColumns:
             columns["runtime_text"].append(pair.runtime_text)
             columns["plain"].append(pair.without_runtime)
             columns["with_runtime"].append(pair.with_runtime)
+            for split, ids in self.splits[example.task].items():
+                earlier = None
+                if example.example_id in ids:
+                    earlier = self.duplicates[example.task, split].first(
+                        example.trajectory_id, example.example_id, example.code, example.target
+                    )
+                self.duplicate_of[example.task][split].append(earlier)
 
     def tables(self) -> dict[str, pa.Table]:
-        """One table per task config, all rows of the batch."""
+        """One table per task config, all rows of the batch; ``duplicate_of`` as in the ``full`` split."""
         schema = _TASK_SCHEMA
         count = len(self)
         history_type = schema.field("history").type
@@ -191,21 +216,26 @@ class _TaskColumns:
             ),
             "history_dropped": pa.array(self.history_dropped, pa.int64()),
             "target_is_error": pa.array(self.target_is_error, pa.bool_()),
+            "output_kind": pa.array(self.output_kinds, pa.string()),
+            "step_kind": pa.array(self.step_kinds, pa.string()),
         }
-        # the configs without runtime carry an empty state, no memory and no runtime block
+        # the configs without runtime carry an empty state, no memory, no timing and no runtime block
         without_runtime = {
             "runtime": pa.array([[]] * count, runtime_type),
             "memory_bytes_before": pa.nulls(count, pa.int64()),
+            "execution_time_before": pa.nulls(count, pa.float64()),
             "runtime_text": pa.array([""] * count, pa.string()),
         }
         with_runtime = {
             "runtime": pa.array(self.runtime, runtime_type),
             "memory_bytes_before": pa.array(self.memory_before, pa.int64()),
+            "execution_time_before": pa.array(self.execution_before, pa.float64()),
         }
         tables = {}
         for task, columns in self.by_task.items():
             per_task = {name: pa.array(columns[name], pa.string()) for name in ("code", "target")}
             per_task["stable"] = pa.array(self.stable[task], pa.bool_())
+            per_task["duplicate_of"] = pa.array(self.duplicate_of[task]["full"], pa.string())
             plain = {**shared, **per_task, **without_runtime, "prompt": pa.array(columns["plain"], pa.string())}
             runtime = {
                 **shared,
@@ -228,11 +258,13 @@ def iter_tables(
 
     ``chosen`` is the outcome of :func:`themisto.building.tasks.select` over the same ``paths``.
     """
-    full = {task: set(chosen.tasks[task].full) for task in TASKS}
-    test = {task: set(chosen.tasks[task].test) for task in TASKS}
-    eligible = set().union(*full.values())
+    splits: SplitIds = {
+        task: {"test": set(chosen.tasks[task].test), "full": set(chosen.tasks[task].full)} for task in TASKS
+    }
+    eligible = set().union(*(ids["full"] for ids in splits.values()))
+    duplicates = {(task, split): Duplicates() for task in TASKS for split in SPLITS}
     steps: list[dict[str, Any]] = []
-    examples = _TaskColumns(render)
+    examples = _TaskColumns(render, splits, duplicates)
     previous: dict[str, Any] | None = None  # the trajectory row of the previous step
     count = 0
     for count, context in enumerate(iter_contexts(paths, max_context_chars), 1):  # noqa: B007 (read after the loop)
@@ -244,28 +276,32 @@ def iter_tables(
         steps.append(row)
         previous = row
         if len(steps) == BATCH_ROWS:
-            yield from _pieces(steps, examples, full, test)
-            steps, examples = [], _TaskColumns(render)
+            yield from _pieces(steps, examples, splits)
+            steps, examples = [], _TaskColumns(render, splits, duplicates)
     if steps:
-        yield from _pieces(steps, examples, full, test)
+        yield from _pieces(steps, examples, splits)
     if count != chosen.steps:
         # e.g. a recording still appending to a file: the selection no longer describes the input
         raise InputError(f"the trajectories changed during the build ({chosen.steps} steps, then {count}); build again")
 
 
-def _pieces(
-    steps: list[dict[str, Any]], examples: _TaskColumns, full: dict[str, set[str]], test: dict[str, set[str]]
-) -> Iterator[TablePiece]:
+def _pieces(steps: list[dict[str, Any]], examples: _TaskColumns, splits: SplitIds) -> Iterator[TablePiece]:
     yield TablePiece(TRAJECTORIES, TRAJECTORY_SPLIT, pa.Table.from_pylist(steps, schema=_TRAJECTORY_SCHEMA))
     if not len(examples):
         return
     ids = examples.example_ids
+    duplicate_column = _TASK_SCHEMA.get_field_index("duplicate_of")
     for config, table in examples.tables().items():
         task = task_of_config(config)
-        in_full = [i for i, key in enumerate(ids) if key in full[task]]
-        if len(in_full) < len(ids):
-            table = table.take(in_full)
-        in_test = [row for row, i in enumerate(in_full) if ids[i] in test[task]]
-        yield TablePiece(config, "full", table)
+        in_full = [i for i, key in enumerate(ids) if key in splits[task]["full"]]
+        in_test = [i for i in in_full if ids[i] in splits[task]["test"]]
+        if in_full:
+            yield TablePiece(config, "full", table if len(in_full) == len(ids) else table.take(in_full))
         if in_test:
-            yield TablePiece(config, "test", table if len(in_test) == len(table) else table.take(in_test))
+            # duplicates are counted within the split: the test split has its own first examples
+            test_duplicates = pa.array([examples.duplicate_of[task]["test"][i] for i in in_test], pa.string())
+            yield TablePiece(
+                config,
+                "test",
+                table.take(in_test).set_column(duplicate_column, "duplicate_of", test_duplicates),
+            )

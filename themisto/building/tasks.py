@@ -9,20 +9,24 @@ For step t of a trajectory one example per task is made:
 
 The runtime state before t is the snapshot recorded *after* step t-1, never the
 one of step t (that would leak the answer). It is empty for the first step of a
-trajectory and for a step that has ``restarted`` set.
+trajectory and for a step that has ``restarted`` set: it describes the live
+kernel, and a restarted kernel holds nothing. With it come the kernel's memory
+and the execution time of step t-1 (none after a restart), and for each variable
+the step at which its description (type, size, shape, len or repr) last changed,
+which decides what a tight runtime block keeps (:mod:`themisto.building.prompts`).
 
-Restarts bound the history. The history of step t holds only the steps run in
-the same kernel session as t, i.e. after the last restart at or before t. The
-prompt then describes one live session consistently: cells whose effects were
-wiped by a restart are not shown next to a runtime state that no longer holds
-them. The step that restarts the kernel therefore has an empty history and an
-empty runtime, like the first step of a trajectory; such examples are kept (the
-code alone often decides the output, e.g. of imports).
+The history of step t is every earlier execution of the trajectory, as the
+paper defines it, across kernel restarts: what the developer saw on screen. A
+restart appears in it as a cell of its own whose code is
+:data:`~themisto.vocabulary.RESTART_MARKER` (``# --- kernel restarted ---``) and
+whose output is empty, placed just before the first step run in the new kernel;
+prompts render it as a line saying the variables above are gone. So a step
+after a restart sees the cells run before it, and an empty runtime state.
 
 The history is then cut to ``max_context_chars`` (the sum of the code and
-output lengths of its cells) from the oldest end, one whole cell at a time, so a
-cell is never cut in the middle; it stays a contiguous run of the most recent
-cells.
+output lengths of its cells, restart markers included) from the oldest end, one
+whole cell at a time, so a cell is never cut in the middle; it stays a
+contiguous run of the most recent cells.
 
 Selection follows the paper's protocol, each rule an option:
 
@@ -33,7 +37,15 @@ Selection follows the paper's protocol, each rule an option:
    the ``EName: evalue`` line).
 3. With ``stable_only``, only steps marked ``stable`` (output identical across
    re-executions) are eligible, for either task (one eligibility rule for both).
-4. ``sample="paper"``: 200 examples per task, stratified by target length
+4. Examples with an empty target (a cell without output for output prediction,
+   an empty cell for next-cell prediction; blank counts as empty) are not
+   eligible for that task unless ``include_empty``: an empty answer is trivial
+   to give and says nothing about the runtime.
+5. Steps with fewer than ``min_history`` earlier executions in their trajectory
+   are not eligible. Its default follows the sample: 5 with ``sample="paper"``
+   (the paper's selected cells had at least five earlier actions), 0 with
+   ``sample="all"``.
+6. ``sample="paper"``: 200 examples per task, stratified by target length
    (output length, or code length for next cell): the eligible examples are
    ranked by (target length, example id) and cut into four equal rank
    quartiles; 10 are drawn from Q1, 180 from Q2 and Q3 together, 10 from Q4,
@@ -43,31 +55,37 @@ Selection follows the paper's protocol, each rule an option:
 
 An example's ``stable`` says whether its *target* is reproducible: for output
 prediction the step's ``stable`` flag (None when unknown), for next-cell
-prediction always True, as the target is code (:func:`target_stable`).
+prediction always True, as the target is code (:func:`target_stable`). Its
+``output_kind`` and ``step_kind`` are the categories of
+:mod:`themisto.building.categories`.
 
 Building streams: a first pass (:func:`select`) collects only lengths and flags
 per step; a second pass (:func:`iter_contexts`) re-reads one trajectory at a
 time and yields, for every step, what a model sees before it. The history
-window slides along the session (:class:`HistoryWindow`), so a step costs the
-same however long its session is.
+window slides along the trajectory (:class:`HistoryWindow`), so a step costs the
+same however long its trajectory is.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from themisto.building.categories import StepKinds, output_kind
 from themisto.exceptions import InputError, OptionError
 from themisto.progress import Progress
 from themisto.trajectory import Step, Variable, iter_steps
-from themisto.vocabulary import TASKS
+from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER, TASKS
 
 SAMPLES = ("paper", "all")
 # Examples drawn from the target-length quartiles Q1, Q2+Q3 and Q4 (the paper's 10/180/10).
 PAPER_STRATA = (10, 180, 10)
+# The paper's selected cells had at least five earlier actions: min_history's default with sample="paper".
+PAPER_MIN_HISTORY = 5
 
 
 @dataclass(frozen=True)
@@ -80,10 +98,17 @@ class SelectionOptions:
     quantile: float = 0.99  # drop steps whose code or output is longer than this length quantile
     stable_only: bool = False  # keep only steps whose output was reproducible across re-executions
     max_context_chars: int = 8000  # budget of the history: sum of code and output lengths of its cells
+    include_empty: bool = False  # keep examples whose target is empty (no output, or an empty cell)
+    # earlier executions a step needs to be eligible; None: PAPER_MIN_HISTORY with sample="paper", else 0
+    min_history: int | None = None
 
     def __post_init__(self) -> None:
         if self.sample not in SAMPLES:
             raise InputError(f"unknown sample {self.sample!r}; expected one of {', '.join(SAMPLES)}")
+        if self.min_history is None:  # frozen: resolved once, so the card records the number used
+            object.__setattr__(self, "min_history", PAPER_MIN_HISTORY if self.sample == "paper" else 0)
+        if (self.min_history or 0) < 0:
+            raise OptionError("{min_history} must be >= 0, got {got}", got=self.min_history)
         if not 0.0 < self.quantile <= 1.0:
             raise OptionError("{quantile} must be in (0, 1], got {got}", got=self.quantile)
         if self.max_context_chars < 0:
@@ -92,7 +117,7 @@ class SelectionOptions:
 
 @dataclass(frozen=True)
 class HistoryCell:
-    """One executed cell shown to the model: its code and plain-text output."""
+    """One executed cell shown to the model: its code and plain-text output (or a restart marker)."""
 
     code: str
     output: str
@@ -101,6 +126,10 @@ class HistoryCell:
     def chars(self) -> int:
         """What the cell costs of the history budget: its code and output lengths."""
         return len(self.code) + len(self.output)
+
+
+# The history cell that stands for a kernel restart: the marker as code, no output.
+RESTART_CELL = HistoryCell(RESTART_MARKER, "")
 
 
 @dataclass
@@ -112,13 +141,18 @@ class Example:
     trajectory_id: str
     step: int
     history: list[HistoryCell]
-    history_dropped: int  # older cells of the session left out by the context budget
+    history_dropped: int  # older history cells (restart markers included) left out by the context budget
     code: str
     runtime: list[Variable]
     memory_bytes_before: int | None
     target: str
     target_is_error: bool
     stable: bool | None  # the target is reproducible across re-executions (target_stable)
+    execution_time_before: float | None = None  # seconds the previous step of the live kernel took
+    # per runtime variable: the step at which it last changed (None: unknown, so no recency ranking)
+    runtime_changed: list[int] | None = None
+    output_kind: str = "none"  # the target step's output, see themisto.building.categories.output_kind
+    step_kind: str = "first_run"  # see themisto.building.categories.StepKinds
 
 
 @dataclass(frozen=True, slots=True)  # one per input step: slots keep selection memory small
@@ -126,13 +160,20 @@ class StepStats:
     """What selection needs to know about a step, without its payload."""
 
     example_id: str
+    step: int  # also the number of earlier executions in the trajectory
     code_chars: int
     output_chars: int
     is_error: bool
     stable: bool | None  # the step's output, as ``Step.stable``
+    code_blank: bool
+    output_blank: bool
 
     def target_chars(self, task: str) -> int:
-        return self.output_chars if task == "output_prediction" else self.code_chars
+        return self.output_chars if task == OUTPUT_PREDICTION else self.code_chars
+
+    def target_blank(self, task: str) -> bool:
+        """Whether the task's target (the output, or the code for next cell) is empty or blank."""
+        return self.output_blank if task == OUTPUT_PREDICTION else self.code_blank
 
 
 @dataclass
@@ -165,7 +206,7 @@ def example_id(trajectory_id: str, step: int) -> str:
 
 def target_stable(task: str, output_stable: bool | None) -> bool | None:
     """Whether the target of ``task`` reproduces across re-executions: code always does, an output as marked."""
-    return output_stable if task == "output_prediction" else True
+    return output_stable if task == OUTPUT_PREDICTION else True
 
 
 def scan(paths: Sequence[Path], progress: Progress | None = None) -> list[StepStats]:
@@ -180,7 +221,18 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> list[StepSt
             if key in seen:
                 raise InputError(f"{path}: step {key} occurs twice (duplicate trajectory id or step number)")
             seen.add(key)
-            stats.append(StepStats(key, len(step.code), len(step.output), step.error is not None, step.stable))
+            stats.append(
+                StepStats(
+                    key,
+                    step.step,
+                    len(step.code),
+                    len(step.output),
+                    step.error is not None,
+                    step.stable,
+                    not step.code.strip(),
+                    not step.output.strip(),
+                )
+            )
     if progress is not None:
         progress("select", len(paths), len(paths))
     return stats
@@ -200,13 +252,15 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
             "{stable_only:True} needs stability annotations, and no step has them: re-execute the trajectories"
             " with the stability stage (themisto.recording.stability) first"
         )
-    eligible = [
+    min_history = options.min_history or 0
+    eligible_steps = [
         s
         for s in stats
         if s.code_chars <= max_code
         and s.output_chars <= max_output
         and (options.include_errors or not s.is_error)
         and (not options.stable_only or s.stable is True)
+        and s.step >= min_history
     ]
     selection = Selection(
         trajectories=len({s.example_id.rsplit("/", 1)[0] for s in stats}),
@@ -215,9 +269,10 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         max_code_chars=max_code,
         max_output_chars=max_output,
     )
-    full = [s.example_id for s in eligible]
-    output_stable = {s.example_id: s.stable for s in eligible}
+    output_stable = {s.example_id: s.stable for s in eligible_steps}
     for task in TASKS:
+        eligible = [s for s in eligible_steps if options.include_empty or not s.target_blank(task)]
+        full = [s.example_id for s in eligible]
         if options.sample == "all":
             chosen_task = TaskSelection(full, list(full), None)
         else:
@@ -255,11 +310,11 @@ def stratified_sample(
 
 
 class HistoryWindow:
-    """The most recent whole cells of a kernel session whose total size fits a character budget.
+    """The most recent whole cells of a trajectory whose total size fits a character budget.
 
-    The window is the longest suffix of the session within the budget. Appending a
-    cell can only move its start forward, so the window slides in O(1) amortised time
-    per cell instead of being recut from the whole session at every step.
+    The window is the longest suffix of the cells appended so far within the budget.
+    Appending a cell can only move its start forward, so the window slides in O(1)
+    amortised time per cell instead of being recut from the whole trajectory at every step.
     """
 
     def __init__(self, budget: int) -> None:
@@ -267,21 +322,21 @@ class HistoryWindow:
         self.clear()
 
     def clear(self) -> None:
-        """Start a new, empty session (a kernel restart)."""
+        """Start empty."""
         self._cells: list[HistoryCell] = []
         self._start = 0  # index in _cells of the oldest cell in the window
         self._used = 0  # characters of the cells in the window
-        self._forgotten = 0  # cells of the session already discarded from _cells
+        self._forgotten = 0  # cells already discarded from _cells
 
     def append(self, cell: HistoryCell) -> None:
-        """Add the session's newest cell, dropping the oldest ones that no longer fit."""
+        """Add the newest cell, dropping the oldest ones that no longer fit."""
         self._cells.append(cell)
         self._used += cell.chars
         while self._used > self.budget:
             self._used -= self._cells[self._start].chars
             self._start += 1
         if self._start > 1024 and self._start * 2 > len(self._cells):
-            # keep memory bounded by the window, not by the session's length
+            # keep memory bounded by the window, not by the trajectory's length
             del self._cells[: self._start]
             self._forgotten += self._start
             self._start = 0
@@ -293,26 +348,72 @@ class HistoryWindow:
 
     @property
     def dropped(self) -> int:
-        """Older cells of the session left out by the budget."""
+        """Older cells left out by the budget."""
         return self._forgotten + self._start
+
+
+class VariableChanges:
+    """For each variable of the live kernel, the step at which its description last changed.
+
+    A description is what the snapshot records of a variable (type, size, shape, len,
+    repr); a variable that appears, or whose description differs from the previous
+    snapshot's, changed at that step. A restart empties the kernel, so it starts afresh.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[tuple[object, ...], int]] = {}  # name -> (description, step)
+        self._state_hash: str | None = None  # of the snapshot taken in last
+
+    def clear(self) -> None:
+        """Forget every variable (a kernel restart)."""
+        self._last, self._state_hash = {}, None
+
+    def update(self, step: Step) -> None:
+        """Take in the snapshot recorded after ``step``."""
+        if step.state_hash == self._state_hash:  # the same snapshot: nothing changed
+            return
+        self._state_hash = step.state_hash
+        last = {}
+        for variable in step.runtime:
+            description = _description(variable)
+            known = self._last.get(variable.name)
+            last[variable.name] = known if known is not None and known[0] == description else (description, step.step)
+        self._last = last
+
+    def steps(self, variables: list[Variable]) -> list[int]:
+        """The step at which each of ``variables`` (the latest snapshot taken in) last changed."""
+        return [self._last[variable.name][1] for variable in variables]
+
+
+def _description(variable: Variable) -> tuple[object, ...]:
+    """What the snapshot says of a variable, its name aside."""
+    return (variable.type, variable.size_bytes, variable.shape, variable.len, variable.repr, variable.repr_failed)
 
 
 @dataclass
 class StepContext:
-    """A step and what a model is shown before it: the session history and the previous step."""
+    """A step and what a model is shown before it: the history and the previous step of the live kernel."""
 
     step: Step
     history: list[HistoryCell]
     history_dropped: int
     before: Step | None  # the previous step of the same kernel session; None after a restart
+    step_kind: str  # see themisto.building.categories.StepKinds
+    runtime_changed: list[int]  # per variable of before.runtime: the step at which it last changed
 
     @property
     def example_id(self) -> str:
         return example_id(self.step.trajectory_id, self.step.step)
 
+    @functools.cached_property
+    def output_kind(self) -> str:
+        """The kind of the step's output, shared by its examples of both tasks."""
+        return output_kind(self.step.output, self.step.error is not None, self.step.outputs)
+
     def example(self, task: str) -> Example:
         """The example of ``task`` for this step."""
         step, before = self.step, self.before
+        output_task = task == OUTPUT_PREDICTION
         return Example(
             task=task,
             example_id=self.example_id,
@@ -320,12 +421,16 @@ class StepContext:
             step=step.step,
             history=self.history,
             history_dropped=self.history_dropped,
-            code=step.code if task == "output_prediction" else "",
+            code=step.code if output_task else "",
             runtime=before.runtime if before else [],
             memory_bytes_before=before.memory_bytes if before else None,
-            target=step.output if task == "output_prediction" else step.code,
+            target=step.output if output_task else step.code,
             target_is_error=step.error is not None,
             stable=target_stable(task, step.stable),
+            execution_time_before=before.execution_time if before else None,
+            runtime_changed=self.runtime_changed,
+            output_kind=self.output_kind,
+            step_kind=self.step_kind,
         )
 
 
@@ -333,14 +438,21 @@ def iter_contexts(paths: Sequence[Path], max_context_chars: int) -> Iterator[Ste
     """Second pass: every step of ``paths`` in trajectory order, with its history and previous step."""
     for path in paths:
         window = HistoryWindow(max_context_chars)
+        changes = VariableChanges()
+        kinds = StepKinds()
         before: Step | None = None
+        started = False  # a step of this trajectory has run
         for step in iter_steps(path):
             if step.restarted:
-                window.clear()
                 before = None
-            yield StepContext(step, window.cells, window.dropped, before)
+                changes.clear()
+                if started:
+                    window.append(RESTART_CELL)
+            runtime_changed = changes.steps(before.runtime) if before else []
+            yield StepContext(step, window.cells, window.dropped, before, kinds.classify(step), runtime_changed)
             window.append(HistoryCell(step.code, step.output))
-            before = step
+            changes.update(step)
+            before, started = step, True
 
 
 def iter_examples(paths: Sequence[Path], task: str, ids: Iterable[str], max_context_chars: int) -> Iterator[Example]:

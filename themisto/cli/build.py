@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from themisto.building.prompts import RUNTIME_FORMATS, RenderOptions
-from themisto.building.tasks import SAMPLES, SelectionOptions
+from themisto.building.tasks import PAPER_MIN_HISTORY, SAMPLES, SelectionOptions
 from themisto.cli.options import ProgressBars, add_quiet_argument
 
 _SELECTION = SelectionOptions()
@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "build",
         help="build the benchmark dataset from trajectories",
         description="Turn trajectory JSONL files into the Themisto tasks and write them as a Hugging Face "
-        "dataset folder: <config>/<split>.parquet plus a README.md dataset card.",
+        "dataset folder: <config>/<split>-<hash>.parquet plus a README.md dataset card that names them.",
     )
     parser.add_argument("trajectories", nargs="+", help="trajectory .jsonl files or folders holding them")
     parser.add_argument("-o", "--output", default="hf_dataset", help="dataset folder to write (default: %(default)s)")
@@ -33,6 +33,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--include-errors", action="store_true", help="keep steps whose output is an exception (excluded by default)"
+    )
+    parser.add_argument(
+        "--include-empty",
+        action="store_true",
+        help="keep examples whose target is empty: cells without output, empty cells (excluded by default)",
+    )
+    parser.add_argument(
+        "--min-history",
+        type=int,
+        default=None,  # SelectionOptions picks the sample's default
+        metavar="N",
+        help="keep only steps with at least N earlier executions in their trajectory "
+        f"(default: {PAPER_MIN_HISTORY} with --sample paper, as the paper's selected cells had, 0 with --sample all)",
     )
     parser.add_argument(
         "--stable-only",
@@ -93,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         quantile=args.quantile,
         stable_only=args.stable_only,
         max_context_chars=args.max_context_chars,
+        include_empty=args.include_empty,
+        min_history=args.min_history,
     )
     render = RenderOptions(
         runtime_format=args.runtime_format,

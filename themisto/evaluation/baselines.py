@@ -9,6 +9,25 @@ They show what the tasks reward without a language model:
   a bare expression naming a variable of the runtime state before the step,
   that variable's recorded repr (what Jupyter would display); otherwise, and
   in the no-runtime and next-cell tasks, the empty string.
+- ``themisto-state-lookup``, the positive control: output prediction only,
+  from the runtime block alone (the row's ``runtime_text``, read back with
+  :func:`~themisto.building.prompts.shown_variables`): when the target cell is
+  one expression or ``print`` that the shown variables decide
+  (:func:`~themisto.evaluation.state_lookup.resolve`: a bare name whose repr is
+  whole, ``len(x)``, ``x.shape``, ``type(x)``, ``x.dtype``, arithmetic and
+  f-strings on recorded values, ...), that output; otherwise the empty
+  string. Without a runtime block it has nothing to read, so any gain of the
+  runtime task over the plain one is the runtime block's doing: the paired
+  test must find it.
+- ``themisto-majority``, the floor: the most frequent target among the task's
+  requests (the evaluated split, or its first ``--limit`` rows), ties to the
+  earliest, for every example.
+- ``themisto-heuristic``, the bar without runtime: output prediction copies
+  the output of the latest identical cell in the history, else answers a
+  figure repr for plotting code (its ``figsize`` and subplot grid read from
+  the code), else the output of an expression of literals, else nothing;
+  next-cell prediction repeats the latest executed cell (see
+  :func:`heuristic_next_cell`).
 
 Each reads the request's ``doc`` (the dataset row), not the rendered prompt,
 and cuts its answer at the task's stop sequences, as a generating model's
@@ -20,8 +39,8 @@ from __future__ import annotations
 
 import abc
 import ast
-import io
-import tokenize
+import re
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 # lm-eval fills its model registry with the built-in models (hf, vllm, ...)
@@ -32,8 +51,20 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.models.utils import postprocess_generated_text
 
+from themisto.building.prompts import shown_variables
+from themisto.evaluation.state_lookup import ends_with_semicolon, resolve
 from themisto.exceptions import InputError
-from themisto.vocabulary import EMPTY_BASELINE, NEXT_CELL_TASK, OUTPUT_TASK, REPEAT_LAST_BASELINE, REPR_ECHO_BASELINE
+from themisto.vocabulary import (
+    EMPTY_BASELINE,
+    HEURISTIC_BASELINE,
+    MAJORITY_BASELINE,
+    NEXT_CELL_TASK,
+    OUTPUT_TASK,
+    REPEAT_LAST_BASELINE,
+    REPR_ECHO_BASELINE,
+    RESTART_MARKER,
+    STATE_LOOKUP_BASELINE,
+)
 
 if TYPE_CHECKING:
     from lm_eval.api.instance import Instance
@@ -67,21 +98,8 @@ def displayed_name(code: str) -> str | None:
     return None
 
 
-def ends_with_semicolon(code: str) -> bool:
-    """Whether the last token, comments aside, is ``;``: IPython then shows no result."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return code.rstrip().endswith(";")
-    meaningful = [token for token in tokens if token.type not in _LAYOUT_TOKENS]
-    return bool(meaningful) and meaningful[-1].string == ";"
-
-
-_LAYOUT_TOKENS = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-
-
 class _Baseline(LM):
-    """A generate-only lm-eval model answering each request from its dataset row."""
+    """A generate-only lm-eval model answering requests from their dataset rows."""
 
     name = ""
 
@@ -96,15 +114,14 @@ class _Baseline(LM):
         super().__init__()
 
     @abc.abstractmethod
-    def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
-        """The prediction for one dataset row."""
+    def answers(self, requests: list[Instance]) -> list[str]:
+        """The prediction for each request."""
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
         """Each request's answer, cut at its stop sequences."""
         predictions = []
-        for request in requests:
+        for request, answer in zip(requests, self.answers(requests), strict=True):
             gen_kwargs = request.args[1] if len(request.args) > 1 else {}
-            answer = self.answer(request.doc, is_next_cell_task(request.task_name))
             # Cut at the stop sequences exactly as lm-eval cuts a generated answer.
             predictions.append(postprocess_generated_text(answer, gen_kwargs.get("until"), None))
         return predictions
@@ -127,8 +144,19 @@ class _Baseline(LM):
         raise InputError(f"{self.name} only generates text: it cannot score loglikelihood tasks")
 
 
+class _RowBaseline(_Baseline):
+    """A baseline answering each request from its own row alone."""
+
+    @abc.abstractmethod
+    def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
+        """The prediction for one dataset row."""
+
+    def answers(self, requests: list[Instance]) -> list[str]:
+        return [self.answer(request.doc, is_next_cell_task(request.task_name)) for request in requests]
+
+
 @register_model(EMPTY_BASELINE)
-class EmptyBaseline(_Baseline):
+class EmptyBaseline(_RowBaseline):
     """Always predicts the empty string."""
 
     name = EMPTY_BASELINE
@@ -138,20 +166,20 @@ class EmptyBaseline(_Baseline):
 
 
 @register_model(REPEAT_LAST_BASELINE)
-class RepeatLastBaseline(_Baseline):
+class RepeatLastBaseline(_RowBaseline):
     """Predicts the last history cell: its code (next cell) or its output (output prediction)."""
 
     name = REPEAT_LAST_BASELINE
 
     def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
-        history = doc["history"]
+        history = executed_cells(doc["history"])
         if not history:
             return ""
         return history[-1]["code" if next_cell else "output"]
 
 
 @register_model(REPR_ECHO_BASELINE)
-class ReprEchoBaseline(_Baseline):
+class ReprEchoBaseline(_RowBaseline):
     """Predicts the recorded repr of the runtime variable the target cell displays."""
 
     name = REPR_ECHO_BASELINE
@@ -162,3 +190,100 @@ class ReprEchoBaseline(_Baseline):
         name = displayed_name(doc["code"])
         reprs = {variable["name"]: variable["repr"] for variable in doc["runtime"]}
         return reprs.get(name, "") if name is not None else ""
+
+
+@register_model(STATE_LOOKUP_BASELINE)
+class StateLookupBaseline(_RowBaseline):
+    """The positive control: the output the runtime block alone decides, else nothing."""
+
+    name = STATE_LOOKUP_BASELINE
+
+    def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
+        if next_cell:
+            return ""
+        resolved = resolve(doc["code"], shown_variables(doc["runtime_text"]))
+        return resolved if resolved is not None else ""
+
+
+@register_model(MAJORITY_BASELINE)
+class MajorityBaseline(_Baseline):
+    """The floor: every example of a task gets the task's most frequent target."""
+
+    name = MAJORITY_BASELINE
+
+    def answers(self, requests: list[Instance]) -> list[str]:
+        targets: dict[str, Counter[str]] = {}
+        for request in requests:
+            is_next_cell_task(request.task_name)  # only Themisto tasks
+            targets.setdefault(request.task_name, Counter())[request.doc["target"]] += 1
+        # most_common keeps first-seen order among equal counts: ties go to the earliest target
+        majority = {task: counts.most_common(1)[0][0] for task, counts in targets.items()}
+        return [majority[request.task_name] for request in requests]
+
+
+@register_model(HEURISTIC_BASELINE)
+class HeuristicBaseline(_RowBaseline):
+    """The strongest cheap guess without runtime: see :func:`heuristic_output` and :func:`heuristic_next_cell`."""
+
+    name = HEURISTIC_BASELINE
+
+    def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
+        cells = executed_cells(doc["history"])
+        return heuristic_next_cell(cells) if next_cell else heuristic_output(doc["code"], cells)
+
+
+def executed_cells(history: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The history without its restart markers: the cells that ran."""
+    return [cell for cell in history if cell["code"] != RESTART_MARKER or cell["output"]]
+
+
+# Calls that draw a matplotlib figure (pyplot, pandas' .plot/.hist, seaborn).
+_PLOTTING = re.compile(
+    r"\bplt\.|\bsns\.|\.plot\b|\.(?:hist|imshow|scatter|bar|barh|boxplot|pie|heatmap|matshow|subplots)\("
+)
+_FIGSIZE = re.compile(r"figsize\s*=\s*\(\s*(\d+(?:\.\d*)?)\s*,\s*(\d+(?:\.\d*)?)\s*\)")
+_SUBPLOTS = re.compile(r"subplots\(\s*(?:nrows\s*=\s*)?(\d+)\s*,\s*(?:ncols\s*=\s*)?(\d+)")
+# matplotlib's default figure: 6.4 x 4.8 inches at 100 dpi
+DEFAULT_FIGURE = (640, 480)
+
+
+def figure_repr(code: str) -> str:
+    """The text/plain of the figure ``code`` draws: its size from ``figsize``, its axes from ``subplots(r, c)``."""
+    size = _FIGSIZE.search(code)
+    width, height = (round(float(size[1]) * 100), round(float(size[2]) * 100)) if size else DEFAULT_FIGURE
+    grid = _SUBPLOTS.search(code)
+    axes = int(grid[1]) * int(grid[2]) if grid else 1
+    return f"<Figure size {width}x{height} with {axes} Axes>"
+
+
+def heuristic_output(code: str, history: list[dict[str, str]]) -> str:
+    """A guess at a cell's output from the code and history alone.
+
+    The output of the latest identical cell in the history (a re-run mostly
+    prints the same), else a figure repr for plotting code, else what an
+    expression or ``print`` of literals shows, else nothing (most cells that
+    assign, import or define show nothing).
+    """
+    for cell in reversed(history):
+        if cell["code"] == code:
+            return cell["output"]
+    if _PLOTTING.search(code):
+        return figure_repr(code)
+    resolved = resolve(code, [])  # with no variables, only literals resolve
+    return resolved if resolved is not None else ""
+
+
+def heuristic_next_cell(history: list[dict[str, str]]) -> str:
+    """A guess at the next cell's code from the history alone.
+
+    Developers replay what they ran before (Run All after a restart, the same
+    edit-run loop), so: the cell that followed the latest earlier run of the
+    last cell's code; when that code never ran before, the last cell again.
+    """
+    if not history:
+        return ""
+    last = history[-1]["code"]
+    for index in range(len(history) - 2, -1, -1):
+        if history[index]["code"] == last:
+            return history[index + 1]["code"]
+    return last

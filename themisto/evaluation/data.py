@@ -10,6 +10,12 @@ One rule finds the build for every command and for the lm-eval tasks
    ``themisto/hf_dataset/`` in an installed wheel).
 
 The task files are found through the package too, so nothing depends on the cwd.
+
+A local build is read straight from the Parquet files its dataset card names,
+with no cache in between, so an evaluation always scores the files on disk
+(``datasets.load_dataset`` caches a local folder under its name and its card's
+``configs`` block, which once served a rebuild the rows of the previous build).
+A Hub id goes through ``load_dataset``, whose cache is keyed by the commit.
 """
 
 from __future__ import annotations
@@ -127,11 +133,26 @@ def load_task_dataset(
     import datasets
 
     check_split(themisto_split)
-    location = data_location(themisto_data)
+    found = find_data(themisto_data)
+    location = found.location
     try:
-        dataset = datasets.load_dataset(location, themisto_config, split=themisto_split)
-    except (ValueError, OSError) as exc:  # OSError: missing files, or the Hub unreachable
+        if found.is_local:
+            dataset = _read_local(location, themisto_config, themisto_split)
+        else:
+            dataset = datasets.load_dataset(location, themisto_config, split=themisto_split)
+    except (ValueError, OSError, InputError) as exc:  # OSError: missing files, or the Hub unreachable
         raise InputError(f"{location}: cannot load config {themisto_config!r}: {short_message(exc)}") from exc
     if len(dataset) == 0:
         raise InputError(f"{location}: config {themisto_config!r} split {themisto_split!r} is empty")
     return {"test": dataset}
+
+
+def _read_local(folder: str, config: str, split: str) -> datasets.Dataset:
+    """One split of a local build, read from the Parquet file its card names; its features come with it."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    from themisto.building.parquet import parquet_path
+
+    # the schema carries the features as metadata (Features.arrow_schema), which Dataset restores
+    return datasets.Dataset(pq.read_table(parquet_path(folder, config, split)))
