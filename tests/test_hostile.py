@@ -8,7 +8,9 @@ Budget: about 60 s on two shared cores.
 from __future__ import annotations
 
 import json
+import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -133,30 +135,42 @@ def test_a_memory_limit_too_small_for_the_kernel_is_one_clear_error(tmp_path: Pa
             pass
 
 
-def test_without_limits_the_kernel_command_is_untouched() -> None:
+def test_every_kernel_command_runs_under_the_launcher_with_its_limits() -> None:
     command = ["python", "-m", "ipykernel_launcher", "-f", "conn.json"]
-    assert launcher_command(command, None, None) == command
+    plain = launcher_command(command, None, None)
+    assert plain == [sys.executable, "-m", "themisto.recording.launcher", "--parent", str(os.getpid()), "--", *command]
     limited = launcher_command(command, 2**30, 5)
     assert limited[-len(command) - 1 :] == ["--", *command]
     assert limited[:3] == [sys.executable, "-m", "themisto.recording.launcher"]
+    assert limited[limited.index("--max-memory") + 1] == str(2**30) and "--max-cpu-seconds" in limited
 
 
-def test_launcher_sets_limits_then_becomes_the_command() -> None:
+def test_launcher_sets_limits_on_the_kernel_it_supervises() -> None:
     probe = (
-        "import os, resource\n"
-        "print(os.getpid(), resource.getrlimit(resource.RLIMIT_DATA), resource.getrlimit(resource.RLIMIT_CPU))"
+        "import os, resource, signal, sys\n"
+        "signal.signal(signal.SIGINT, lambda *a: (print('interrupted', flush=True), sys.exit(7)))\n"
+        "print(os.getppid(), resource.getrlimit(resource.RLIMIT_DATA), resource.getrlimit(resource.RLIMIT_CPU),"
+        " flush=True)\n"
+        "signal.pause()"
     )
     # an inherited hard CPU limit below the request wins: an unprivileged process cannot raise it
     process = subprocess.Popen(
         launcher_command([sys.executable, "-c", probe], 2**30, 100),
         stdout=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # as jupyter_client starts it
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (50, 50)),
     )
+    assert process.stdout is not None
+    parent, limits = process.stdout.readline().split(" ", 1)
+    assert limits.strip() == f"({2**30}, {2**30}) (50, 50)"
+    assert int(parent) == process.pid  # the kernel is the launcher's child ...
+    assert resource.getrlimit(resource.RLIMIT_DATA) == psutil.Process(process.pid).rlimit(resource.RLIMIT_DATA)
+    # ... interrupts sent to the process group (as jupyter_client does) reach the kernel, not the launcher,
+    # and the launcher exits as the kernel did
+    os.killpg(process.pid, signal.SIGINT)
     out, _ = process.communicate(timeout=30)
-    pid, limits = out.split(" ", 1)
-    assert process.returncode == 0 and limits.strip() == f"({2**30}, {2**30}) (50, 50)"
-    assert int(pid) == process.pid  # exec, not a child: signals and the kernel's pid reach the kernel itself
+    assert out.strip() == "interrupted" and process.returncode == 7
 
 
 def test_record_cli_takes_limits_and_rejects_bad_sizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -38,6 +38,10 @@ class KernelError(ThemistoError):
     """The Jupyter kernel could not be started or driven at all."""
 
 
+class OutputError(ThemistoError):
+    """An output file or folder cannot be created, locked or written (a full disk, a read-only file system)."""
+
+
 def keyword_spelling(name: str, value: str | None) -> str:
     """An option as a Python caller writes it: ``runs``, or ``resume=True`` with a value."""
     return name if value is None else f"{name}={value}"
@@ -66,6 +70,10 @@ class OptionError(InputError):
     def prefixed(self, text: str) -> OptionError:
         """The same error with ``text`` (literal, braces and all) in front of its message."""
         return OptionError(text.replace("{", "{{").replace("}", "}}") + self.template, **self.values)
+
+
+class ReplayDivergedError(OptionError):
+    """Replaying a trajectory's recorded steps did not reproduce them, so its state cannot be rebuilt."""
 
 
 class _Fields(dict[str, Any]):

@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from themisto.exceptions import TrajectoryError
+from themisto.exceptions import OutputError, TrajectoryError
+from themisto.filesystem import ExclusiveLock, lock_path
 from themisto.jsonl import iter_json_objects
 
 SCHEMA_VERSION = 1
@@ -110,6 +111,13 @@ class Step:
     )
     stable_norm: bool | None = column("identical after exact-match normalisation; null when unknown", default=None)
     instability: list[str] = column("detected causes of instability, e.g. `random`, `time`", default_factory=list)
+    snapshot_error: str | None = column(
+        "why the snapshot, or some of its variable records, were dropped; null when it was taken whole", default=None
+    )
+    runtime_omitted: int = column("variables left out of `runtime` by the recording's cap on their number", default=0)
+    resume_diverged_at: int | None = column(
+        "set on the steps recorded after a resume whose replay did not reproduce this earlier step", default=None
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -297,23 +305,38 @@ def state_hash(variables: list[Variable], texts: list[str] | None = None) -> str
 class TrajectoryWriter:
     """Append steps to a trajectory file, one complete line at a time.
 
-    Each line is written with a single ``write`` and flushed, so a run that is
-    killed leaves at most a torn final line, which :func:`repair_tail` removes.
+    Each line is written unbuffered and synced, so a run that is killed leaves
+    at most a torn final line, which :func:`repair_tail` removes. A line that
+    cannot be written whole (a full disk) is cut off again, and
+    :class:`OutputError` says so: the file keeps exactly its complete steps.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         repair_tail(self.path)
-        self._handle = self.path.open("a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size  # the bytes of complete lines
 
     def write(self, step: Step) -> None:
-        self._handle.write(step.to_json() + "\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        data = (step.to_json() + "\n").encode("utf-8")
+        line = memoryview(data)
+        try:
+            while line:
+                line = line[os.write(self._fd, line) :]
+            os.fsync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                pass  # the torn line stays; repair_tail removes it before the file is appended to again
+            raise OutputError(
+                f"cannot write step {step.step} to {self.path}: {exc.strerror or exc}; the steps before it are kept"
+            ) from None
+        self._size += len(data)
 
     def close(self) -> None:
-        self._handle.close()
+        os.close(self._fd)
 
     def __enter__(self) -> TrajectoryWriter:
         return self
@@ -326,14 +349,17 @@ def write_trajectory(path: Path, steps: Iterable[Step]) -> None:
     """Write a whole trajectory through a temporary file, replacing any file at ``path`` at once.
 
     A reader never sees half a trajectory, and an interrupted write never
-    replaces a complete file.
+    replaces a complete file. The file is locked as a recording locks it, so
+    it is never replaced under a running recording.
     """
-    partial = path.with_name(f".{path.name}.partial")
-    partial.unlink(missing_ok=True)  # a leftover of an interrupted run; the writer would append to it
-    with TrajectoryWriter(partial) as writer:
-        for step in steps:
-            writer.write(step)
-    os.replace(partial, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with ExclusiveLock(lock_path(path), f"trajectory {path}"):
+        partial = path.with_name(f".{path.name}.partial")
+        partial.unlink(missing_ok=True)  # a leftover of an interrupted run; the writer would append to it
+        with TrajectoryWriter(partial) as writer:
+            for step in steps:
+                writer.write(step)
+        os.replace(partial, path)
 
 
 def repair_tail(path: Path) -> None:

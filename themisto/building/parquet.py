@@ -26,6 +26,16 @@ splits stream straight into ``pyarrow`` Parquet writers with the configs' own
 schemas (``load_dataset`` sees the same features), in row groups of a fixed
 number of rows.
 
+A build is atomic: it is written into a staging folder next to the output
+folder and swapped in with one ``renameat2(RENAME_EXCHANGE)``, so a build
+killed at any moment leaves the previous complete build or the new one,
+never a mix (where the file system cannot swap, the output folder is missing
+for an instant, and the next build puts the previous one back if killed
+then). Entries of the output folder that a build does not write (a
+``.git`` folder, a license file) are carried over as hard links. One build
+at a time per output folder (a lock, ``.<folder>.lock``); leftover staging
+folders of killed builds are removed by the next build.
+
 A build is byte-for-byte reproducible from the same trajectories and options:
 rows come out in trajectory-file order, the sample is drawn with a seeded
 ``random.Random``, floats are copied from the JSON unchanged, row groups have
@@ -36,6 +46,9 @@ or an absolute path.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -50,9 +63,18 @@ from themisto.building.card import check_license, dataset_card, read_data_files
 from themisto.building.prompts import RenderOptions
 from themisto.building.tables import BATCH_ROWS, config_features, config_splits, iter_tables
 from themisto.building.tasks import Selection, SelectionOptions, select
-from themisto.exceptions import InputError, OptionError
+from themisto.exceptions import InputError, OptionError, OutputError
+from themisto.filesystem import ExclusiveLock, exchange, lock_path, prepare_output_folder
 from themisto.progress import Progress
 from themisto.vocabulary import CONFIG_NAMES, OUTPUT_PREDICTION, RUNTIME_SUFFIX, TRAJECTORIES
+
+log = logging.getLogger(__name__)
+
+# A build is staged in ``.themisto-build-<8 random characters>.<output folder name>``, next to the
+# output folder; without an atomic swap the previous build waits in ``.themisto-previous-...``.
+STAGING_PREFIX = ".themisto-build-"
+PREVIOUS_PREFIX = ".themisto-previous-"
+_LEFTOVER = re.compile(r"\.themisto-(build|previous)-[a-z0-9_]{8}\.(.+)")
 
 
 @dataclass
@@ -135,17 +157,40 @@ def build_dataset(
 ) -> BuildSummary:
     """Write every config of ``trajectories`` as Parquet plus a dataset card into ``out_dir``.
 
-    Two passes over the input: selection reads and validates every step (so bad
-    input fails before any rendering), then one pass renders and writes all splits.
-    Files are staged next to ``out_dir`` and moved in only when complete.
+    Two passes over the input: selection reads and validates every step (an
+    invalid trajectory file is skipped with a warning and listed in
+    ``summary.selection.skipped``), then one pass renders and writes all
+    splits. Files are staged next to ``out_dir`` and swapped in only when
+    complete (see the module's notes on atomic builds).
     ``progress`` follows both passes: ``"select"`` counts files, ``"write"`` steps.
     """
     check_license(license_id)  # before any work: the card could not be written
     selection = selection or SelectionOptions()
     render = render or RenderOptions()
     out_dir = Path(out_dir)
-    paths = [Path(p) for p in trajectories]
+    if not out_dir.name:  # "." or "/": the staging folder is named after the folder's own name
+        out_dir = out_dir.resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"{out_dir} is a file, not a folder")
+    names = [f"{prefix}xxxxxxxx.{out_dir.name}" for prefix in (STAGING_PREFIX, PREVIOUS_PREFIX)]
+    prepare_output_folder(out_dir.parent, [*names, lock_path(out_dir).name])
+    with ExclusiveLock(lock_path(out_dir), f"dataset folder {out_dir}"):
+        _remove_leftovers(out_dir)
+        return _build_locked([Path(p) for p in trajectories], out_dir, selection, render, license_id, progress)
+
+
+def _build_locked(
+    paths: list[Path],
+    out_dir: Path,
+    selection: SelectionOptions,
+    render: RenderOptions,
+    license_id: str,
+    progress: Progress | None,
+) -> BuildSummary:
     chosen = select(paths, selection, progress)
+    for path, reason in chosen.skipped.items():
+        log.warning("skipped %s: %s", path, reason)
+    paths = [path for path in paths if path not in chosen.skipped]
     for task, ids in chosen.tasks.items():
         if not ids.full:
             raise OptionError(
@@ -155,10 +200,9 @@ def build_dataset(
                 steps=chosen.steps,
                 errors=chosen.errors,
             )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     # staged in the same file system as out_dir, so moving the result in is a rename, not a copy
-    with tempfile.TemporaryDirectory(prefix=".themisto-build-", dir=out_dir.parent) as tmp:
-        staged = Path(tmp)
+    staged = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, suffix=f".{out_dir.name}", dir=out_dir.parent))
+    try:
         writers = {
             (config, split): _SplitWriter(staged / config / f"{split}.parquet", config_features(config).arrow_schema)
             for config in CONFIG_NAMES
@@ -185,6 +229,8 @@ def build_dataset(
         showcase = _showcase_row(staged / files[OUTPUT_PREDICTION + RUNTIME_SUFFIX]["test"])
         (staged / "README.md").write_text(dataset_card(summary, license_id, staged, showcase), encoding="utf-8")
         _replace_build(staged, out_dir)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)  # after a swap: the previous build
     return summary
 
 
@@ -195,9 +241,47 @@ def _showcase_row(path: Path) -> dict[str, Any] | None:
 
 
 def _replace_build(staged: Path, out_dir: Path) -> None:
-    """Move a finished build into ``out_dir``, replacing only the files a build owns."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for config in CONFIG_NAMES:
-        shutil.rmtree(out_dir / config, ignore_errors=True)
-        shutil.move(str(staged / config), str(out_dir / config))
-    shutil.move(str(staged / "README.md"), str(out_dir / "README.md"))
+    """Make the finished build in ``staged`` the one in ``out_dir`` in one step; ``staged`` then holds the old one."""
+    if not out_dir.exists():
+        os.rename(staged, out_dir)
+        return
+    _carry_over(out_dir, staged)
+    if exchange(staged, out_dir):
+        return
+    # no atomic swap here: out_dir is missing between the two renames (see _remove_leftovers)
+    previous = out_dir.with_name(PREVIOUS_PREFIX + staged.name[len(STAGING_PREFIX) :])
+    os.rename(out_dir, previous)
+    os.rename(staged, out_dir)
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+def _carry_over(out_dir: Path, staged: Path) -> None:
+    """Give the new build the entries of ``out_dir`` it does not write itself (a ``.git``, a license), as hard links."""
+    written = {entry.name for entry in staged.iterdir()}
+    for entry in out_dir.iterdir():
+        if entry.name in written:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, staged / entry.name, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(entry, staged / entry.name)
+
+
+def _link_or_copy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """A hard link to ``source`` (a symbolic link itself, not its target), or a copy where links fail."""
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _remove_leftovers(out_dir: Path) -> None:
+    """Remove what killed builds of ``out_dir`` left next to it; put a previous build back if it is missing."""
+    for entry in sorted(out_dir.parent.iterdir()):
+        match = _LEFTOVER.fullmatch(entry.name)
+        if match is None or match[2] != out_dir.name or not entry.is_dir():
+            continue
+        if match[1] == "previous" and not out_dir.exists():
+            os.rename(entry, out_dir)  # killed between the two renames of a swap without exchange
+        else:
+            shutil.rmtree(entry, ignore_errors=True)

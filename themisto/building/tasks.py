@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from themisto.building.categories import StepKinds, output_kind
-from themisto.exceptions import InputError, OptionError
+from themisto.exceptions import InputError, OptionError, TrajectoryError
 from themisto.progress import Progress
 from themisto.trajectory import Step, Variable, iter_steps
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER, TASKS
@@ -197,6 +197,7 @@ class Selection:
     max_code_chars: float
     max_output_chars: float
     tasks: dict[str, TaskSelection] = field(default_factory=dict)
+    skipped: dict[Path, str] = field(default_factory=dict)  # invalid trajectory files left out, and why
 
 
 def example_id(trajectory_id: str, step: int) -> str:
@@ -209,20 +210,26 @@ def target_stable(task: str, output_stable: bool | None) -> bool | None:
     return output_stable if task == OUTPUT_PREDICTION else True
 
 
-def scan(paths: Sequence[Path], progress: Progress | None = None) -> list[StepStats]:
-    """First pass: lengths and flags of every step, in trajectory-file order; ``progress`` counts files."""
+def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[StepStats], dict[Path, str]]:
+    """First pass: lengths and flags of every step, in trajectory-file order, and the invalid files skipped.
+
+    A file that breaks the step schema or repeats a step number is skipped
+    whole (one bad trajectory never fails a corpus); a step id found in two
+    files is an error of the corpus, not of either file. ``progress`` counts files.
+    """
     stats: list[StepStats] = []
+    skipped: dict[Path, str] = {}
     seen: set[str] = set()
     for done, path in enumerate(paths):
         if progress is not None:
             progress("select", done, len(paths))
-        for step in iter_steps(path):
-            key = example_id(step.trajectory_id, step.step)
-            if key in seen:
-                raise InputError(f"{path}: step {key} occurs twice (duplicate trajectory id or step number)")
-            seen.add(key)
-            stats.append(
-                StepStats(
+        mine: dict[str, StepStats] = {}
+        try:
+            for step in iter_steps(path):
+                key = example_id(step.trajectory_id, step.step)
+                if key in mine:
+                    raise TrajectoryError(f"{path}: step {key} occurs twice in the file")
+                mine[key] = StepStats(
                     key,
                     step.step,
                     len(step.code),
@@ -232,16 +239,26 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> list[StepSt
                     not step.code.strip(),
                     not step.output.strip(),
                 )
-            )
+        except TrajectoryError as exc:
+            skipped[path] = str(exc)
+            continue
+        for key in mine:
+            if key in seen:
+                raise InputError(f"{path}: step {key} occurs twice (duplicate trajectory id or step number)")
+            seen.add(key)
+        stats.extend(mine.values())
     if progress is not None:
         progress("select", len(paths), len(paths))
-    return stats
+    return stats, skipped
 
 
 def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None) -> Selection:
     """Apply the selection protocol and return the chosen example ids per task."""
-    stats = scan(paths, progress)
+    stats, skipped = scan(paths, progress)
     if not stats:
+        if skipped:
+            first = next(iter(skipped.values()))
+            raise InputError(f"none of the {len(skipped)} trajectory file(s) is valid; the first: {first}")
         raise InputError("the trajectories hold no steps")
     import numpy as np  # here, not at the top: the CLI imports this module to build its parser
 
@@ -268,6 +285,7 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         errors=sum(s.is_error for s in stats),
         max_code_chars=max_code,
         max_output_chars=max_output,
+        skipped=skipped,
     )
     output_stable = {s.example_id: s.stable for s in eligible_steps}
     for task in TASKS:

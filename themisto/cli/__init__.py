@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 
 from themisto import __version__
@@ -39,10 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; a ThemistoError becomes one line on stderr and exit code 2."""
+    """Run one subcommand; a ThemistoError becomes one line on stderr and exit code 2.
+
+    Run as the command-line process (``argv`` None), a subcommand that starts
+    kernels first re-executes itself without credentials in its environment,
+    and a second Ctrl-C ends it at once.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if argv is None and getattr(args, "starts_kernels", False):
+            _reexec_without_credentials()
+            _second_interrupt_quits(args.command)
         return int(args.func(args) or 0)
     except ThemistoError as exc:
         # One line, whatever a wrapped library put into the message; options named by their flags.
@@ -55,3 +65,36 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _reexec_without_credentials() -> None:
+    """Become this same command (same process id) in the environment the kernels get.
+
+    A kernel can read the environment of the processes above it (``/proc/<pid>/environ``);
+    after this, the command that starts kernels holds no credential to read.
+    """
+    from themisto.exceptions import KernelError
+    from themisto.recording.environment import has_credentials, kernel_environment
+
+    if not has_credentials(os.environ):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, sys.orig_argv, kernel_environment(os.environ))
+    except OSError as exc:
+        raise KernelError(f"cannot run without credentials in the environment: {exc.strerror or exc}") from None
+
+
+def _second_interrupt_quits(command: str) -> None:
+    """The first Ctrl-C stops the command cleanly (KeyboardInterrupt); a second one ends the process at once."""
+
+    def second(signum: int, frame: object) -> None:
+        print(f"themisto {command}: interrupted again, stopping at once", file=sys.stderr, flush=True)
+        os._exit(130)
+
+    def first(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, second)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, first)

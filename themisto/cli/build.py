@@ -119,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
             trajectory_files(args.trajectories), args.output, selection, render, args.license, progress=bars
         )
     print(f"built {args.output} from {summary.selection.trajectories} trajectories ({summary.selection.steps} steps)")
+    if summary.selection.skipped:
+        print(f"  skipped {len(summary.selection.skipped)} invalid trajectory file(s) (see the warnings above)")
     for config, splits in summary.rows.items():
         print(f"  {config}: " + ", ".join(f"{split} {count}" for split, count in splits.items()))
     return 0

@@ -28,7 +28,7 @@ _DEFAULTS = RecordOptions()
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> None:
-    """How cells are run, shared by record and stability: timeout, working directory, kernel, resource limits.
+    """How cells are run, shared by record and stability: timeout, working directory, kernel, resource limits, home.
 
     Their parsed value is None unless given, so :func:`record_options` knows which the user chose; the
     defaults come from :class:`RecordOptions`.
@@ -59,6 +59,15 @@ def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> 
         help="CPU seconds a kernel may use from its start (a restart starts afresh); past them it is killed,"
         " recorded as a dead-kernel step and restarted (default: no limit)",
     )
+    parser.add_argument(
+        "--isolate-home",
+        action="store_true",
+        default=None,  # None unless given, as the other kernel options
+        help="give each kernel a temporary empty HOME, so files found through it (~/.netrc, the Hugging Face"
+        " token) are not where the notebook looks; see SECURITY.md",
+    )
+    # this command starts kernels: it runs without credentials in its environment (see themisto.cli.main)
+    parser.set_defaults(starts_kernels=True)
 
 
 def record_options(

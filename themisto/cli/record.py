@@ -14,7 +14,7 @@ from themisto.cli.options import (
     parse_shard,
     record_options,
 )
-from themisto.recording.options import RECORDED, RecordOptions
+from themisto.recording.options import RECORDED, RESUME_DIVERGED, RecordOptions
 
 _DEFAULTS = RecordOptions()
 
@@ -45,6 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     existing.add_argument("--overwrite", action="store_true", help="replace existing trajectories")
     parser.add_argument(
+        "--resume-diverged",
+        choices=RESUME_DIVERGED,
+        default=_DEFAULTS.resume_diverged,
+        help="when a resume's replay does not reproduce a recorded step's output or state: stop with an error"
+        " naming the step, or continue and mark every new step with resume_diverged_at (default %(default)s)",
+    )
+    parser.add_argument(
         "--max-repr-chars",
         type=int,
         metavar="N",
@@ -55,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         metavar="SECONDS",
         help=f"time limit for one variable's repr/len/size in the snapshot (default {_DEFAULTS.repr_timeout:g})",
+    )
+    parser.add_argument(
+        "--max-variables",
+        type=int,
+        metavar="N",
+        help=f"describe at most N variables per snapshot, by name; the rest are counted (default {_DEFAULTS.max_variables})",
     )
     parser.add_argument(
         "--max-output-chars",
@@ -99,10 +112,19 @@ def run(args: argparse.Namespace) -> int:
     check_ranges(
         args,
         positive=("timeout", "repr_timeout"),
-        at_least_one=("max_repr_chars", "max_output_chars", "max_raw_output_chars", "max_cpu_seconds", "jobs"),
+        at_least_one=(
+            "max_repr_chars",
+            "max_output_chars",
+            "max_raw_output_chars",
+            "max_cpu_seconds",
+            "max_variables",
+            "jobs",
+        ),
     )
     shard = None if args.shard is None else parse_shard(args.shard)
-    options, chosen = record_options(args, RECORDED, resume=args.resume, overwrite=args.overwrite)
+    options, chosen = record_options(
+        args, RECORDED, resume=args.resume, overwrite=args.overwrite, resume_diverged=args.resume_diverged
+    )
 
     with ProgressBars(args.quiet) as bars:
 

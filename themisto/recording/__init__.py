@@ -10,7 +10,7 @@ output reproduces.
 - :mod:`~themisto.recording.options`: the recording options, and how a recording's own options prevail
 - :mod:`~themisto.recording.provenance`: how a trajectory was made, in the file beside it
 - :mod:`~themisto.recording.environment`: the kernel's scrubbed environment, kernel spec and limits
-- :mod:`~themisto.recording.launcher`: the process that applies the resource limits
+- :mod:`~themisto.recording.launcher`: the process that supervises a kernel: limits, no process left behind
 - :mod:`~themisto.recording.kernel`: one live kernel, its execute loop and faults as steps
 - :mod:`~themisto.recording.snapshot`: the code that describes the namespace inside the kernel
 - :mod:`~themisto.recording.outputs`: outputs collected, rendered as text, normalised

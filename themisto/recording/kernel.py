@@ -9,29 +9,46 @@ after an error a silent execution takes it instead. Either way the user's
 history and execution count are the same as in a plain run.
 
 Faults become steps: an exception sets ``error``; a cell past the timeout is
-interrupted and recorded as a ``TimeoutError`` step; a kernel that dies (or
-ignores the interrupt) is recorded as a ``DeadKernelError`` step, restarted,
-and the next step is marked ``restarted``.
+interrupted and recorded as a ``TimeoutError`` step; a kernel that dies,
+ignores the interrupt, or stops handling requests (it does not start a cell
+within :data:`SILENT_KERNEL_GRACE` seconds, or ends one without a reply) is
+recorded as a ``DeadKernelError`` step, restarted, and the next step is
+marked ``restarted``.
+
+The snapshot a kernel sends back is checked, not trusted: each record is
+validated on arrival (types, 64-bit integers, text cleaned of lone
+surrogates, lengths of names and types), a bad record is dropped and named in
+the step's ``snapshot_error``, and a snapshot module the notebook broke is
+installed again before the next cell.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from themisto.exceptions import InputError, KernelError
+from themisto.exceptions import InputError, KernelError, TrajectoryError
 from themisto.recording import snapshot
-from themisto.recording.environment import check_kernel, kernel_environment, limited_kernel_manager
-from themisto.recording.options import RecordOptions
+from themisto.recording.environment import (
+    check_kernel,
+    kernel_environment,
+    supervised_kernel_manager,
+    undumpable,
+)
+from themisto.recording.options import RESUME_DIVERGED, RecordOptions
 from themisto.recording.outputs import OutputCollector, cap_text, render_outputs, scrub
-from themisto.trajectory import Step, Variable, state_hash, variable_json
+from themisto.trajectory import Step, Variable, record_from_dict, state_hash, variable_json
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +57,33 @@ POLL_INTERVAL = 0.2
 # Seconds a kernel gets to answer an interrupt before it is declared wedged and restarted.
 INTERRUPT_GRACE = 5.0
 KERNEL_START_TIMEOUT = 60.0
+# Seconds a live kernel may take to start a request (its "busy" status), or to reply once it is idle
+# again, before it counts as no longer handling requests; a sound kernel takes milliseconds.
+SILENT_KERNEL_GRACE = 5.0
 # The ``ename`` of a step whose kernel died or ignored the interrupt; the recorder has restarted it.
 DEAD_KERNEL_ERROR = "DeadKernelError"
+# The ``ename`` of a step that was in progress when an earlier recording stopped without finishing it
+# (the recorder was killed, or the disk filled): a resume records it without running it again.
+RECORDING_STOPPED_ERROR = "RecordingStopped"
+# Caps on a snapshot record's names (a variable's name, its type's qualified name, its size method).
+MAX_NAME_CHARS = 256
+MAX_TYPE_CHARS = 512
+MAX_SIZE_METHOD_CHARS = 64
 
 
 def check_options(options: RecordOptions) -> None:
     """Raise :class:`InputError` for a missing working directory or kernel, before any kernel starts."""
     if options.workdir is not None and not Path(options.workdir).is_dir():
         raise InputError(f"working directory {options.workdir} does not exist")
+    if options.resume_diverged not in RESUME_DIVERGED:
+        raise InputError(f"resume_diverged must be one of {', '.join(RESUME_DIVERGED)}")
+    if options.max_variables < 1:
+        raise InputError("max_variables must be at least 1")
     check_kernel(options.kernel_name)
+
+
+class Stopped(Exception):
+    """The recording was asked to stop (Ctrl-C): the cell in progress is abandoned and no step is written."""
 
 
 # --- the recorder ---------------------------------------------------------------------------
@@ -64,28 +99,53 @@ class Execution:
     timed_out: bool = False
     died: bool = False  # the kernel process exited
     wedged: bool = False  # the kernel ignored the interrupt
+    unresponsive: str | None = None  # why a live kernel counts as no longer handling requests
     exit_code: int | None = None
+
+    @property
+    def broken(self) -> bool:
+        """The kernel has to be restarted: it died, ignored the interrupt or stopped handling requests."""
+        return self.died or self.wedged or self.unresponsive is not None
+
+
+@dataclass
+class Snapshot:
+    """The variables a snapshot reported, once checked."""
+
+    variables: list[Variable]
+    seconds: float = 0.0  # kernel-side time the snapshot took
+    omitted: int = 0  # variables beyond the cap on their number
+    error: str | None = None  # what was dropped, and why
 
 
 @dataclass
 class Recorder:
     """A live kernel that runs cells one at a time and returns each as a :class:`Step`.
 
-    Use as a context manager. ``run_cell`` records; ``replay`` re-runs an
-    already recorded step to rebuild state (``--resume``); ``restart`` restarts
-    the kernel and marks the next step ``restarted``.
+    Use as a context manager. ``run_cell`` records; ``stopped_step`` records
+    a step an earlier recording did not finish, without running it;
+    ``restart`` restarts the kernel and marks the next step ``restarted``.
+    Setting ``stop`` makes the cell in progress raise :class:`Stopped` within
+    :data:`POLL_INTERVAL` seconds.
+
+    While a recorder runs, the calling process is not dumpable (see
+    :func:`~themisto.recording.environment.undumpable`), so the kernel cannot
+    read its environment through ``/proc``.
     """
 
     trajectory_id: str
     workdir: Path
     options: RecordOptions = field(default_factory=RecordOptions)
     next_step: int = 0
+    stop: threading.Event | None = None
 
     def __post_init__(self) -> None:
         self._manager: Any = None
         self._client: Any = None
         self._process: Any = None
         self._restarted = False
+        self._reinstall = False  # the snapshot module failed: install it again before the next cell
+        self._resources = contextlib.ExitStack()  # what lives as long as the recorder: a temporary home
         # the last snapshot received: its kernel-side generation and, by name, each variable and its
         # variable_json, so unchanged variables are neither sent, parsed nor encoded again
         self._known: tuple[int, dict[str, tuple[Variable, str]]] = (-1, {})
@@ -106,12 +166,17 @@ class Recorder:
         if not self.workdir.is_dir():
             raise InputError(f"working directory {self.workdir} does not exist")
         check_kernel(self.options.kernel_name)
-        self._manager = limited_kernel_manager(
+        self._resources.enter_context(undumpable())
+        home = None
+        if self.options.isolate_home:
+            home = Path(tempfile.mkdtemp(prefix="themisto-home-"))
+            self._resources.callback(shutil.rmtree, home, ignore_errors=True)
+        self._manager = supervised_kernel_manager(
             self.options.kernel_name, self.options.max_memory, self.options.max_cpu_seconds
         )
         try:
             self._manager.start_kernel(
-                env=kernel_environment(os.environ),
+                env=kernel_environment(os.environ, home),
                 cwd=str(self.workdir),
                 # the kernel's own fd output must not flood the recorder's terminal
                 stdout=subprocess.DEVNULL,
@@ -122,13 +187,16 @@ class Recorder:
         self._connect()
 
     def close(self) -> None:
-        """Shut the kernel down at once."""
-        if self._client is not None:
-            self._client.stop_channels()
-            self._client = None
-        if self._manager is not None:
-            self._manager.shutdown_kernel(now=True)
-            self._manager = None
+        """Shut the kernel down at once, with every process it started."""
+        try:
+            if self._client is not None:
+                self._client.stop_channels()
+                self._client = None
+            if self._manager is not None:
+                self._manager.shutdown_kernel(now=True)
+                self._manager = None
+        finally:
+            self._resources.close()
 
     def restart(self) -> None:
         """Restart the kernel; the next step starts from an empty namespace and is marked ``restarted``."""
@@ -145,45 +213,71 @@ class Recorder:
 
         self._client = self._manager.blocking_client()
         self._client.start_channels()
-        try:
-            self._client.wait_for_ready(timeout=KERNEL_START_TIMEOUT)
-        except RuntimeError as exc:
-            hint = ""
-            if self.options.max_memory is not None:
-                hint = f" (is the memory limit of {self.options.max_memory} bytes too small?)"
-            raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
-        self._process = psutil.Process(self._manager.provisioner.pid)
+        deadline = time.monotonic() + KERNEL_START_TIMEOUT
+        while True:  # in slices of a second, so a stop request is honoured while a kernel starts
+            try:
+                self._client.wait_for_ready(timeout=max(min(1.0, deadline - time.monotonic()), 0.1))
+                break
+            except RuntimeError as exc:
+                if self.stop is not None and self.stop.is_set():
+                    raise Stopped from None
+                if time.monotonic() < deadline and self._manager.is_alive():
+                    continue
+                hint = ""
+                if self.options.max_memory is not None:
+                    hint = f" (is the memory limit of {self.options.max_memory} bytes too small?)"
+                raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
+        # the kernel is the launcher's one child (see themisto.recording.launcher)
+        launcher = psutil.Process(self._manager.provisioner.pid)
+        children = launcher.children()
+        self._process = children[0] if children else launcher
         self._known = (-1, {})  # a new kernel process has an empty description cache
+        self._install()
+
+    def _install(self, again: bool = False) -> None:
+        """Install the snapshot module in the kernel; ``again``: after a cell broke it, and failing quietly."""
+        self._reinstall = False
         install = self._execute(
             snapshot.install_code(),
             silent=True,
             timeout=KERNEL_START_TIMEOUT,
             user_expressions={"versions": snapshot.versions_expression()},
         )
-        if install.reply is None or install.reply["content"]["status"] != "ok":
+        if install.reply is not None and install.reply["content"]["status"] == "ok":
+            if not again:
+                self.kernel_versions = _kernel_versions(install.reply)
+            return
+        if not again:
             raise KernelError(f"kernel {self.options.kernel_name!r} is not a Python kernel the snapshot runs in")
-        self.kernel_versions = _kernel_versions(install.reply)
+        log.warning("%s step %d: cannot install the snapshot module again", self.trajectory_id, self.next_step)
+        if install.broken:
+            self.restart()
 
     # cells
 
     def run_cell(self, code: str, cell_id: str, original_output: str | None = None) -> Step:
         """Execute one cell and return it as a step, with the snapshot taken after it."""
+        if self._reinstall:
+            self._install(again=True)
         # the snapshot rides on the cell's own request: evaluated after the cell, outside history
         execution = self._execute(
             code, silent=False, timeout=self.options.timeout, user_expressions={"snapshot": self._expression()}
         )
         restarted, self._restarted = self._restarted, False
         error, outputs = _error_and_outputs(execution, self.options.timeout)
-        if execution.died or execution.wedged:
-            variables, memory = [], None
+        memory = None
+        if execution.broken:
+            taken = Snapshot([])
             self.restart()
         else:
-            taken = self._snapshot_result(execution)
-            if taken is None:  # ipykernel skips user_expressions when the cell raised or was interrupted
+            found = self._snapshot_result(execution)
+            if found is None:  # ipykernel skips user_expressions when the cell raised or was interrupted
                 taken = self._snapshot()
             else:
-                execution.elapsed = max(execution.elapsed - taken[1], 0.0)
-            variables, memory = taken[0], self._memory()
+                taken = found
+                execution.elapsed = max(execution.elapsed - taken.seconds, 0.0)
+            memory = self._memory()
+        variables = taken.variables
         full_text = render_outputs(outputs)
         collector = execution.collector
         length = len(full_text) + collector.dropped_chars - collector.dropped_trailing_newlines
@@ -204,53 +298,135 @@ class Recorder:
             original_output=None if original_output is None else snapshot.clean_text(original_output),
             output_truncated=truncated,
             output_length=length,
+            snapshot_error=taken.error,
+            runtime_omitted=taken.omitted,
         )
         self.next_step += 1
         return step
 
-    def replay(self, code: str) -> None:
-        """Re-run an already recorded step to rebuild kernel state, producing no step."""
-        self._restarted = False  # a restart before this step is already on its recorded line
-        execution = self._execute(code, silent=False, timeout=self.options.timeout)
-        if execution.died or execution.wedged:
-            self.restart()  # as in the original run, the next step is marked restarted
+    def stopped_step(self, code: str, cell_id: str, original_output: str | None = None) -> Step:
+        """The step an earlier recording was running when it stopped, recorded without running it again.
+
+        Whatever the cell did then (kill the recorder, fill the disk) is not
+        repeated. Its state afterwards is unknown, so the kernel is restarted
+        and the next step is marked ``restarted``, as after a kernel death.
+        """
+        error = {
+            "ename": RECORDING_STOPPED_ERROR,
+            "evalue": "the recording stopped while this cell ran (the recorder was killed or could not write);"
+            " it was not run again and the kernel was restarted",
+        }
+        outputs = [{"output_type": "error", "traceback": [], **error}]
+        step = Step(
+            trajectory_id=self.trajectory_id,
+            step=self.next_step,
+            cell_id=cell_id,
+            code=snapshot.clean_text(code),
+            output=render_outputs(outputs),
+            error=error,
+            execution_time=0.0,
+            memory_bytes=None,
+            runtime=[],
+            state_hash=state_hash([]),
+            restarted=self._restarted,
+            outputs=outputs,
+            original_output=None if original_output is None else snapshot.clean_text(original_output),
+        )
+        self.skip_stopped()
+        return step
+
+    def skip_stopped(self) -> None:
+        """Pass a recorded :data:`RECORDING_STOPPED_ERROR` step without running it: restart, as it was recorded."""
+        self._restarted = False
+        self.restart()
         self.next_step += 1
 
     def _expression(self) -> str:
-        return snapshot.snapshot_expression(self.options.max_repr_chars, self.options.repr_timeout, self._known[0])
+        return snapshot.snapshot_expression(
+            self.options.max_repr_chars, self.options.repr_timeout, self._known[0], self.options.max_variables
+        )
 
-    def _snapshot(self) -> tuple[list[Variable], float]:
+    def _snapshot(self) -> Snapshot:
         """Take the snapshot in a silent execution of its own (after a cell that raised)."""
         execution = self._execute(
             "", silent=True, timeout=self.options.timeout, user_expressions={"snapshot": self._expression()}
         )
-        if execution.died or execution.wedged:
+        if execution.broken:
             self.restart()
-            return [], 0.0
-        return self._snapshot_result(execution) or ([], 0.0)
+            return Snapshot([], error="the kernel stopped while taking the snapshot")
+        return self._snapshot_result(execution) or Snapshot([], error="the snapshot was not evaluated")
 
-    def _snapshot_result(self, execution: Execution) -> tuple[list[Variable], float] | None:
-        """The variables and kernel-side seconds of the snapshot in ``execution``'s reply; None if not evaluated."""
+    def _snapshot_result(self, execution: Execution) -> Snapshot | None:
+        """The checked snapshot in ``execution``'s reply; None if it was not evaluated."""
         result = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("snapshot")
         if result is None:
             return None
-        if result.get("status") != "ok":
-            # only a cell that tampers with the kernel's modules gets here; the step is still recorded
-            log.warning("%s step %d: snapshot failed: %s", self.trajectory_id, self.next_step, result.get("evalue"))
-            self._known = (-1, {})
-            return [], 0.0
+        if not isinstance(result, dict) or result.get("status") != "ok":
+            # a cell that tampers with the kernel's modules gets here; the step is still recorded
+            evalue = result.get("evalue") if isinstance(result, dict) else result
+            return self._failed_snapshot(f"snapshot failed: {evalue}")
         try:
             payload = json.loads(result["data"]["text/plain"])
-            previous = self._known[1]
-            # a record holding only a name is unchanged since the last snapshot received (see snapshot.take)
-            entries = [previous[r["name"]] if r.keys() == {"name"} else _known_entry(r) for r in payload["variables"]]
-            self._known = (int(payload["generation"]), {entry[0].name: entry for entry in entries})
-            return [entry[0] for entry in entries], float(payload["seconds"])
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            generation, records = int(payload["generation"]), payload["variables"]
+            seconds, omitted = float(payload["seconds"]), int(payload.get("omitted", 0))
+            if not isinstance(records, list) or omitted < 0:
+                raise TypeError("variables is not a list")
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
             # the notebook's code can replace the kernel-side snapshot function, so its answer is untrusted
-            log.warning("%s step %d: malformed snapshot: %r", self.trajectory_id, self.next_step, exc)
-            self._known = (-1, {})  # the next snapshot comes in full
-            return [], 0.0
+            return self._failed_snapshot(f"malformed snapshot: {exc!r}")
+        entries, problems = self._checked_entries(records[: self.options.max_variables])
+        omitted += max(0, len(records) - self.options.max_variables)
+        self._known = (generation, {entry[0].name: entry for entry in entries})
+        if problems:
+            log.warning("%s step %d: snapshot records dropped: %s", self.trajectory_id, self.next_step, problems[0])
+            self._known = (-1, self._known[1])  # the next snapshot comes in full
+        error = None
+        if problems:
+            error = cap_text(f"{len(problems)} variable record(s) dropped: " + "; ".join(problems), 300)[0]
+        return Snapshot([entry[0] for entry in entries], max(seconds, 0.0), omitted, error)
+
+    def _checked_entries(self, records: list[Any]) -> tuple[list[tuple[Variable, str]], list[str]]:
+        """Each valid record as a variable and its variable_json; the reasons the others were dropped."""
+        previous = self._known[1]
+        entries: list[tuple[Variable, str]] = []
+        problems: list[str] = []
+        names: set[str] = set()
+        for index, record in enumerate(records):
+            try:
+                if isinstance(record, dict) and record.keys() == {"name"}:
+                    # unchanged since the last snapshot received (see snapshot.take)
+                    entry = previous[record["name"]]
+                else:
+                    entry = _known_entry(self._checked_record(record))
+            except (KeyError, TypeError, TrajectoryError) as exc:
+                problems.append(f"record {index}: {snapshot.clean_text(str(exc))[:120]}")
+                continue
+            if entry[0].name in names:
+                problems.append(f"record {index}: a second variable named {entry[0].name[:40]!r}")
+                continue
+            names.add(entry[0].name)
+            entries.append(entry)
+        return entries, problems
+
+    def _checked_record(self, record: Any) -> Variable:
+        """A snapshot record as a :class:`Variable`, or :class:`TrajectoryError` naming what is wrong."""
+        variable = record_from_dict(Variable, scrub(record), "the record")
+        limits = (("name", MAX_NAME_CHARS), ("type", MAX_TYPE_CHARS), ("size_method", MAX_SIZE_METHOD_CHARS))
+        for name, limit in limits:
+            value = getattr(variable, name)
+            if value is not None and len(value) > limit:
+                raise TrajectoryError(f"its {name} is longer than {limit} characters")
+        if len(variable.repr) > self.options.max_repr_chars:
+            variable.repr, variable.repr_truncated = variable.repr[: self.options.max_repr_chars], True
+        return variable
+
+    def _failed_snapshot(self, reason: str) -> Snapshot:
+        """A snapshot the kernel could not take or sent malformed: empty, saying why, and reinstalled next time."""
+        reason = cap_text(snapshot.clean_text(reason), 300)[0]
+        log.warning("%s step %d: %s", self.trajectory_id, self.next_step, reason)
+        self._known = (-1, {})  # the next snapshot comes in full
+        self._reinstall = True
+        return Snapshot([], error=reason)
 
     def _variable_texts(self, variables: list[Variable]) -> list[str]:
         """Each variable's variable_json, taken from the last snapshot where it is that very object."""
@@ -272,7 +448,12 @@ class Recorder:
     def _execute(
         self, code: str, *, silent: bool, timeout: float, user_expressions: dict[str, str] | None = None
     ) -> Execution:
-        """Send one execute request and wait for its reply and its outputs, within ``timeout``."""
+        """Send one execute request and wait for its reply and its outputs, within ``timeout``.
+
+        A kernel that does not start the request (no ``busy`` status) within
+        :data:`SILENT_KERNEL_GRACE` seconds, or ends it (``idle``) without a
+        reply for as long, is marked ``unresponsive``; ``stop`` raises :class:`Stopped`.
+        """
         import zmq
 
         client = self._client
@@ -290,9 +471,21 @@ class Recorder:
         poller.register(client.iopub_channel.socket, zmq.POLLIN)
         started = time.monotonic()
         deadline = started + timeout
+        # until the kernel says it is busy with the request, or, once idle, until its reply: the grace period
+        silent_after: float | None = started + SILENT_KERNEL_GRACE
         idle = False
         while execution.reply is None or not idle:
-            remaining = deadline - time.monotonic()
+            if self.stop is not None and self.stop.is_set():
+                raise Stopped
+            now = time.monotonic()
+            if silent_after is not None and now > silent_after and self._manager.is_alive():
+                execution.unresponsive = (
+                    f"did not start the cell within {SILENT_KERNEL_GRACE:g} s"
+                    if not idle
+                    else f"finished the cell without a reply within {SILENT_KERNEL_GRACE:g} s"
+                )
+                break
+            remaining = deadline - now
             if remaining <= 0:
                 if execution.timed_out or execution.reply is not None:
                     execution.wedged = execution.reply is None
@@ -313,12 +506,15 @@ class Recorder:
                 if msg["parent_header"].get("msg_id") == msg_id:
                     execution.reply = msg
                     execution.elapsed = time.monotonic() - started
+                    silent_after = None
             if client.iopub_channel.socket in ready:
                 msg = client.iopub_channel.get_msg(timeout=0)
                 if msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 if msg["msg_type"] == "status":
                     idle = msg["content"]["execution_state"] == "idle"
+                    if execution.reply is None:
+                        silent_after = time.monotonic() + SILENT_KERNEL_GRACE if idle else None
                 else:
                     execution.collector.add(msg)
         if execution.reply is None:
@@ -336,16 +532,15 @@ def _kernel_versions(reply: dict[str, Any]) -> dict[str, str | None]:
         return {"python": None, "ipykernel": None}
 
 
-def _known_entry(record: dict[str, Any]) -> tuple[Variable, str]:
-    """A snapshot record as a variable and its variable_json."""
-    variable = Variable(**record)
+def _known_entry(variable: Variable) -> tuple[Variable, str]:
+    """A variable and its variable_json."""
     return variable, variable_json(variable)
 
 
 def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:
     """The step's ``error`` and raw outputs; the recorder's own faults are added as error outputs."""
     outputs = execution.collector.outputs
-    if execution.died or execution.wedged:
+    if execution.broken:
         error = {"ename": DEAD_KERNEL_ERROR, "evalue": _death_message(execution, timeout)}
     elif execution.timed_out:
         error = {"ename": "TimeoutError", "evalue": f"cell did not finish within {timeout:g} s"}
@@ -361,6 +556,8 @@ def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, 
 
 
 def _death_message(execution: Execution, timeout: float) -> str:
+    if execution.unresponsive is not None:
+        return f"the kernel {execution.unresponsive} and was restarted"
     if execution.wedged:
         return f"the kernel ignored the interrupt after {timeout:g} s and was restarted"
     return f"the kernel died while running this cell{_exit_status(execution.exit_code)} and was restarted"

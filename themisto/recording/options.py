@@ -34,15 +34,20 @@ class RecordOptions:
     # Resource limits of the kernel process (see themisto.recording.launcher); None: unlimited.
     max_memory: int | None = None  # bytes of private writable memory (RLIMIT_DATA)
     max_cpu_seconds: int | None = None  # CPU seconds from kernel start to its restart (RLIMIT_CPU)
+    max_variables: int = 1000  # a snapshot describes this many variables (by name), the rest are counted
+    isolate_home: bool = False  # the kernel gets a temporary empty HOME, so ~/.netrc and the like are not found
+    resume_diverged: str = "stop"  # on a resume whose replay does not reproduce a step: "stop" or "continue"
 
 
+# What a resume does when its replay does not reproduce a recorded step (RecordOptions.resume_diverged).
+RESUME_DIVERGED = ("stop", "continue")
 # What a run does with files that exist, not how steps are made: never saved with a trajectory.
-RUN_CONTROL = ("resume", "overwrite")
+RUN_CONTROL = ("resume", "overwrite", "resume_diverged")
 # Every option that is saved with a trajectory; a field added to RecordOptions is saved unless it is run control.
 RECORDED = tuple(f.name for f in fields(RecordOptions) if f.name not in RUN_CONTROL)
 # Where and with what resources the kernel runs: a replay may change these to suit its machine; the
 # others decide what a step holds (output and repr caps), so a replay compared with the recording keeps them.
-ENVIRONMENT = ("timeout", "workdir", "kernel_name", "max_memory", "max_cpu_seconds")
+ENVIRONMENT = ("timeout", "workdir", "kernel_name", "max_memory", "max_cpu_seconds", "isolate_home")
 
 
 def chosen_options(options: RecordOptions) -> frozenset[str]:

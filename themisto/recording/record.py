@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
-from themisto.exceptions import OptionError, SourceError, ThemistoError
+from themisto.exceptions import OptionError, ReplayDivergedError, SourceError, ThemistoError
+from themisto.filesystem import ExclusiveLock, lock_path, prepare_output_folder
 from themisto.progress import Progress
 from themisto.recording import snapshot
-from themisto.recording.kernel import Recorder, check_options
+from themisto.recording.kernel import RECORDING_STOPPED_ERROR, Recorder, Stopped, check_options
 from themisto.recording.options import RecordOptions, chosen_options, with_recorded
-from themisto.recording.provenance import RECORDED_BY, Provenance, SourceFile, read_provenance, write_provenance
+from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
+from themisto.recording.provenance import (
+    RECORDED_BY,
+    Provenance,
+    SourceFile,
+    read_provenance,
+    sidecar,
+    write_provenance,
+)
 from themisto.recording.sources import Execute, SourceTrajectory, read_sources
-from themisto.trajectory import Step, TrajectoryWriter, read_trajectory, repair_tail
+from themisto.recording.stability import excerpts
+from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
+
+log = logging.getLogger(__name__)
 
 
 class StepCounter:
@@ -52,6 +65,7 @@ def record_trajectory(
     options: RecordOptions,
     chosen: Collection[str] | None = None,
     counter: StepCounter | None = None,
+    stop: threading.Event | None = None,
 ) -> tuple[Path, int]:
     """Record one source trajectory to ``out_dir/<trajectory_id>.jsonl``; returns the path and new step count.
 
@@ -62,8 +76,38 @@ def record_trajectory(
     defaults) must agree with the recording, and so must the source file and the kernel's versions.
     A file recorded before provenance existed resumes with ``options``.
     ``counter`` is told of every step recorded.
+
+    One writer per file: the trajectory is locked (``.<file>.lock``, see
+    :class:`~themisto.filesystem.ExclusiveLock`) while it is recorded, and a
+    second writer gets :class:`~themisto.exceptions.OutputError`.
+
+    A resume proves the state it rebuilds: each replayed step must reproduce
+    the recorded output and variables (memory addresses aside); the first that
+    does not raises :class:`~themisto.exceptions.ReplayDivergedError`, or with
+    ``options.resume_diverged == "continue"`` is named in the
+    ``resume_diverged_at`` of every new step. The step in progress when an
+    earlier run died (the lock file's note) is recorded as a
+    ``RecordingStopped`` step without running it again.
+
+    ``stop``, once set, abandons the cell in progress (no step, no note) and
+    returns what was recorded.
     """
+    if not source.executions:
+        raise SourceError(f"{source.source}: no code cells to run, so no trajectory was written")
     path = Path(out_dir) / f"{source.trajectory_id}.jsonl"
+    with ExclusiveLock(lock_path(path), f"trajectory {path}") as lock:
+        return _record_locked(source, path, options, chosen, counter, lock, stop)
+
+
+def _record_locked(
+    source: SourceTrajectory,
+    path: Path,
+    options: RecordOptions,
+    chosen: Collection[str] | None,
+    counter: StepCounter | None,
+    lock: ExclusiveLock,
+    stop: threading.Event | None,
+) -> tuple[Path, int]:
     if path.exists() and not (options.resume or options.overwrite):
         raise OptionError(
             "{path} exists; continue it with {resume:True} or replace it with {overwrite:True}", path=path
@@ -93,8 +137,12 @@ def record_trajectory(
         counter.skip(len(done))
     if len(done) == len(executions):
         return path, 0
+    # the step an earlier run was recording when it died: only the first unrecorded step can be it
+    stopped_at = len(done) if options.resume and lock.left_note == _note(len(done)) else None
+    written = 0
+    diverged: int | None = None
     workdir = Path(options.workdir or source.source.resolve().parent)
-    with Recorder(trajectory_id=source.trajectory_id, workdir=workdir, options=options) as recorder:
+    with Recorder(trajectory_id=source.trajectory_id, workdir=workdir, options=options, stop=stop) as recorder:
         versions = recorder.kernel_versions
         provenance = Provenance(
             RECORDED_BY,
@@ -111,15 +159,84 @@ def record_trajectory(
         # the file is opened only once the kernel runs, so a failed start leaves no empty trajectory
         with TrajectoryWriter(path) as writer:
             for action in source.actions:
+                number = recorder.next_step
                 if not isinstance(action, Execute):
                     recorder.restart()
-                elif recorder.next_step < len(done):
-                    recorder.replay(action.code)
-                else:
-                    writer.write(recorder.run_cell(action.code, action.cell_id, action.original_output))
+                elif number < len(done):
+                    diverged = _replay(recorder, path, done[number], action, options, diverged)
+                elif number == stopped_at:
+                    writer.write(recorder.stopped_step(action.code, action.cell_id, action.original_output))
+                    written += 1
                     if counter is not None:
                         counter.add()
-    return path, len(executions) - len(done)
+                else:
+                    lock.note(_note(number))  # stays if this step kills the recorder or cannot be written
+                    try:
+                        step = recorder.run_cell(action.code, action.cell_id, action.original_output)
+                    except (Stopped, KeyboardInterrupt):
+                        lock.note(None)  # stopped by the user: the cell was not at fault
+                        if stop is not None and stop.is_set():
+                            return path, written
+                        raise
+                    step.resume_diverged_at = diverged
+                    writer.write(step)
+                    lock.note(None)
+                    written += 1
+                    if counter is not None:
+                        counter.add()
+    return path, written
+
+
+def _note(step: int) -> str:
+    """The lock file's note while ``step`` runs."""
+    return f"recording step {step}"
+
+
+def _replay(
+    recorder: Recorder, path: Path, recorded: Step, action: Execute, options: RecordOptions, diverged: int | None
+) -> int | None:
+    """Re-run a recorded step to rebuild the state and check it; the first divergent step so far."""
+    if recorded.error is not None and recorded.error.get("ename") == RECORDING_STOPPED_ERROR:
+        recorder.skip_stopped()  # never run again what stopped a recording
+        return diverged
+    replayed = recorder.run_cell(action.code, action.cell_id)
+    if diverged is not None:
+        return diverged
+    difference = replay_difference(recorded, replayed)
+    if difference is None:
+        return None
+    if options.resume_diverged == "stop":
+        raise ReplayDivergedError(
+            "{path}: step {step} does not reproduce on resume ({difference}), so the recorded state cannot be"
+            " rebuilt; re-record it with {overwrite:True}, or continue anyway with {resume_diverged:continue}",
+            path=path,
+            step=recorded.step,
+            difference=difference,
+        )
+    log.warning("%s: step %d does not reproduce on resume (%s); continuing", path, recorded.step, difference)
+    return recorded.step
+
+
+def replay_difference(recorded: Step, replayed: Step) -> str | None:
+    """What a replayed step does not reproduce of the recorded one (memory addresses aside); None if nothing."""
+    if normalize_output(recorded.output) != normalize_output(replayed.output):
+        was, now = excerpts(recorded.output, replayed.output)
+        return f"its output was {was!r}, the replay printed {now!r}"
+    if recorded.state_hash == replayed.state_hash:
+        return None
+    before, after = _state_keys(recorded.runtime), _state_keys(replayed.runtime)
+    if before == after:
+        return None
+    names = sorted({str(key[0]) for key in set(before) ^ set(after)})
+    return f"its variables differ: {', '.join(names[:5])}"
+
+
+def _state_keys(variables: list[Variable]) -> list[tuple[object, ...]]:
+    """The variables as comparable keys, memory addresses in reprs masked (they differ from run to run)."""
+    return [
+        (v.name, v.type, MEMORY_ADDRESS.sub("0x?", v.repr), v.repr_truncated, v.size_bytes, tuple(v.shape or ()), v.len)
+        for v in variables
+    ]
 
 
 def _check_same_versions(path: Path, recorded: Provenance, now: Provenance) -> None:
@@ -191,6 +308,15 @@ def record_source(
     failure does not stop the others, and is raised once all have finished
     (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`. ``steps``
     follows the steps recorded across the whole corpus (see :class:`StepCounter`).
+    (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`.
+
+    The output folder is checked before any kernel starts (it can be created
+    and written, and takes the file names; see
+    :func:`~themisto.filesystem.prepare_output_folder`). On Ctrl-C
+    (``KeyboardInterrupt``) every running cell is abandoned within about
+    :data:`~themisto.recording.kernel.POLL_INTERVAL` seconds, the kernels are
+    shut down with every process they started, completed steps stay on disk,
+    and the interrupt is raised again.
     """
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -204,13 +330,15 @@ def record_source(
     if shard is not None:
         sources = select_shard(sources, *shard)
     counter = None if steps is None else StepCounter(sum(len(s.executions) for s in sources), steps)
+    out = Path(out_dir)
+    prepare_output_folder(out, [name for source in sources for name in _file_names(out, source.trajectory_id)])
     written: dict[str, Path] = {}
     errors: list[Exception] = []
+    stop = threading.Event()
     # Threads suffice: each worker mostly waits on its kernel subprocess.
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="themisto-record") as pool:
         futures = {
-            pool.submit(record_trajectory, source, Path(out_dir), options, chosen, counter): source
-            for source in sources
+            pool.submit(record_trajectory, source, out, options, chosen, counter, stop): source for source in sources
         }
         try:
             for future in as_completed(futures):
@@ -225,11 +353,19 @@ def record_source(
                 written[trajectory_id] = path
                 if progress is not None:
                     progress(path, new_steps)
-        except BaseException:  # Ctrl-C: start no further trajectory; running ones finish their steps
+        except BaseException:  # Ctrl-C: start no further trajectory, abandon the running cells
+            stop.set()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     _raise_failures(errors, len(sources))
     return [written[source.trajectory_id] for source in sources]
+
+
+def _file_names(out: Path, trajectory_id: str) -> list[str]:
+    """The names of the files a recording of ``trajectory_id`` writes in ``out``, temporary ones included."""
+    trajectory = out / f"{trajectory_id}.jsonl"
+    provenance = sidecar(trajectory)
+    return [trajectory.name, lock_path(trajectory).name, provenance.name, f".{provenance.name}.partial"]
 
 
 def _raise_failures(errors: list[Exception], total: int) -> None:

@@ -64,6 +64,8 @@ _SIZED_CONTAINERS = frozenset(
     }
 )
 SIZE_SAMPLE = 100
+# Integers the recorder stores are 64-bit (Parquet int64): sizes, lengths and shapes must be below this.
+INT64_LIMIT = 2**63
 
 
 class UserCodeTimeout(BaseException):
@@ -129,7 +131,8 @@ def estimate_size(value: Any) -> tuple[int | None, str | None]:
         return int(total), "memory_usage"
     if not isinstance(value, type):
         nbytes = getattr(value, "nbytes", None)
-        if isinstance(nbytes, numbers.Integral) and not isinstance(nbytes, bool):
+        # any object may claim an nbytes; one that no 64-bit size can hold is not believed
+        if isinstance(nbytes, numbers.Integral) and not isinstance(nbytes, bool) and 0 <= int(nbytes) < INT64_LIMIT:
             return int(nbytes), "nbytes"
     try:
         own = sys.getsizeof(value)
@@ -169,9 +172,10 @@ def cheap_shape(value: Any) -> list[int] | None:
     if not isinstance(shape, tuple):
         return None
     try:
-        return [int(dim) for dim in shape]
+        dims = [int(dim) for dim in shape]
     except (TypeError, ValueError):
         return None
+    return dims if all(0 <= dim < INT64_LIMIT for dim in dims) else None
 
 
 def cheap_len(value: Any) -> int | None:
@@ -180,7 +184,7 @@ def cheap_len(value: Any) -> int | None:
         return None
     try:
         return len(value)
-    except Exception:
+    except BaseException:  # noqa: B036 -- a __len__ raising SystemExit must not end the snapshot
         return None
 
 
@@ -263,21 +267,22 @@ def describe(name: str, value: Any, max_repr_chars: int, timeout: float) -> dict
         "repr_truncated": False,
         "repr_failed": False,
     }
-    # Size, shape and len are best effort: a failure leaves them None.
+    # Size, shape and len are best effort: a failure leaves them None. User code may raise anything,
+    # SystemExit and KeyboardInterrupt included, and none of it may end the snapshot of the others.
     try:
         with TimeLimit(timeout):
             record["size_bytes"], record["size_method"] = estimate_size(value)
             record["shape"] = cheap_shape(value)
             record["len"] = cheap_len(value)
-    except (Exception, UserCodeTimeout):
-        pass
+    except BaseException:  # noqa: B036
+        record["size_bytes"] = record["size_method"] = None
     try:
         with TimeLimit(timeout):
             text, record["repr_truncated"] = bounded_repr(value, max_repr_chars)
     except UserCodeTimeout:
         text = f"<repr of {record['type']} timed out after {timeout:g} s>"
         record["repr_failed"] = True
-    except Exception as exc:
+    except BaseException as exc:  # noqa: B036
         text = f"<repr of {record['type']} failed: {type(exc).__name__}>"
         record["repr_failed"] = True
     record["repr"] = clean_text(text)
@@ -289,14 +294,16 @@ def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any]) -> l
 
     Excluded, as IPython's ``%who`` does: ``_``-prefixed names, names IPython put
     there itself (``In``, ``Out``, ``exit``, ``get_ipython`` ... unless the user
-    rebound them) and modules.
+    rebound them) and modules; and keys that are not strings
+    (``globals()[1] = 2``), which no code can name. No user code runs here:
+    the module test looks at the type, not at a ``__class__`` the object may fake.
     """
     missing = object()
     chosen = []
     for name, value in list(namespace.items()):
-        if name.startswith("_") or hidden.get(name, missing) is value:
+        if type(name) is not str or name.startswith("_") or hidden.get(name, missing) is value:
             continue
-        if isinstance(value, types.ModuleType):
+        if issubclass(type(value), types.ModuleType):
             continue
         chosen.append((name, value))
     return sorted(chosen, key=lambda pair: pair[0])
@@ -484,20 +491,9 @@ def _cache_key(value: Any, max_repr_chars: int, timeout: float) -> Hashable | No
         else:
             with TimeLimit(timeout):
                 key = fingerprint(value)
-    except (Exception, UserCodeTimeout):
+    except BaseException:  # noqa: B036 -- user code (a __dict__ property) may raise SystemExit
         return None
     return None if key is None else (key, max_repr_chars, timeout)
-
-
-def describe_namespace(
-    namespace: Mapping[str, Any],
-    hidden: Mapping[str, Any],
-    max_repr_chars: int,
-    timeout: float,
-    cache: DescriptionCache | None = None,
-) -> list[dict[str, Any]]:
-    """Describe every user variable of ``namespace``, reusing ``cache``'s unchanged descriptions."""
-    return (cache or DescriptionCache()).describe_all(user_variables(namespace, hidden), max_repr_chars, timeout)
 
 
 # The kernel's cache: one per kernel process, so a restarted kernel starts empty.
@@ -517,11 +513,12 @@ class JsonText:
         printer.text(self.text)
 
 
-def take(max_repr_chars: int, timeout: float, known: int = -1) -> JsonText:
+def take(max_repr_chars: int, timeout: float, known: int = -1, max_variables: int = 1000) -> JsonText:
     """Snapshot the running IPython shell's user namespace (the kernel-side entry point).
 
-    Returns ``{"generation": g, "variables": [...], "seconds": s}`` as JSON
-    text. ``known`` is the generation of the last snapshot the recorder
+    Returns ``{"generation": g, "variables": [...], "seconds": s, "omitted": n}``
+    as JSON text: the first ``max_variables`` variables by name, and how many
+    more there were. ``known`` is the generation of the last snapshot the recorder
     received; if it is this cache's latest, a variable whose description is
     unchanged since then is sent as ``{"name": ...}`` alone, so an unchanged
     namespace costs little to encode, send and parse. ``seconds`` lets the
@@ -534,17 +531,23 @@ def take(max_repr_chars: int, timeout: float, known: int = -1) -> JsonText:
     started = time.perf_counter()
     shell = get_ipython()
     delta = known == CACHE.generation
+    variables = user_variables(shell.user_ns, shell.user_ns_hidden)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        records = describe_namespace(shell.user_ns, shell.user_ns_hidden, max_repr_chars, timeout, CACHE)
+        records = CACHE.describe_all(variables[:max_variables], max_repr_chars, timeout)
     if delta:
         records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
-    payload = {"generation": CACHE.generation, "variables": records, "seconds": time.perf_counter() - started}
+    payload = {
+        "generation": CACHE.generation,
+        "variables": records,
+        "seconds": time.perf_counter() - started,
+        "omitted": max(0, len(variables) - max_variables),
+    }
     return JsonText(json.dumps(payload, ensure_ascii=False))
 
 
-def snapshot_expression(max_repr_chars: int, timeout: float, known: int = -1) -> str:
-    """The ``user_expression`` that takes a snapshot once the module is installed (``known``: see :func:`take`)."""
-    arguments = f"{int(max_repr_chars)}, {float(timeout)!r}, {int(known)}"
+def snapshot_expression(max_repr_chars: int, timeout: float, known: int = -1, max_variables: int = 1000) -> str:
+    """The ``user_expression`` that takes a snapshot once the module is installed (arguments: see :func:`take`)."""
+    arguments = f"{int(max_repr_chars)}, {float(timeout)!r}, {int(known)}, {int(max_variables)}"
     return f"__import__('sys').modules[{MODULE_NAME!r}].take({arguments})"
 
 
@@ -563,6 +566,32 @@ def versions_expression() -> str:
     return f"__import__('sys').modules[{MODULE_NAME!r}].versions()"
 
 
+def guard_streams() -> None:
+    """Start every cell with the kernel's own ``sys.stdout`` and ``sys.stderr``, whatever earlier cells did.
+
+    A cell that sets ``sys.stdout = None`` otherwise breaks the kernel's own
+    message handling, so every later cell hangs. The streams are put back
+    after each cell (IPython's ``post_run_cell`` event, before the kernel
+    flushes them); a cell's reassignment lasts that cell. A stream the cell
+    closed stays closed, as in Jupyter. ``sys.displayhook`` needs no guard:
+    IPython sets it around every cell itself.
+    """
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    streams = {"stdout": sys.stdout, "stderr": sys.stderr}
+
+    def restore_streams(*args: Any) -> None:
+        for name, stream in streams.items():
+            if getattr(sys, name) is not stream:
+                setattr(sys, name, stream)
+
+    callbacks = shell.events.callbacks["post_run_cell"]
+    # a re-installed snapshot module replaces the guard of the one before it
+    callbacks[:] = [callback for callback in callbacks if getattr(callback, "__module__", None) != MODULE_NAME]
+    shell.events.register("post_run_cell", restore_streams)
+
+
 def install_code() -> str:
     """Code for a silent execution that installs this module in the kernel, binding no user name."""
     with open(__file__, encoding="utf-8") as handle:
@@ -570,6 +599,6 @@ def install_code() -> str:
     # Lambda parameters are locals, so nothing lands in the user namespace.
     return (
         "(lambda module: (exec(compile({source!r}, {filename!r}, 'exec'), module.__dict__),"
-        " __import__('sys').modules.__setitem__({name!r}, module)))"
+        " __import__('sys').modules.__setitem__({name!r}, module), module.guard_streams()))"
         "(__import__('types').ModuleType({name!r}))"
     ).format(source=source, filename="<themisto-snapshot>", name=MODULE_NAME)

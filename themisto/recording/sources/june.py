@@ -82,9 +82,10 @@ def _apply_event(path: Path, position: int, row: dict[str, Any], actions: list[A
     """Turn one log row into kernel actions, or attach its original output."""
     event = _text(row["event"])
     if event == "execute":
-        if _text(row.get("cell_type")).lower() in NON_CODE_CELL_TYPES:
+        if _text(row.get("cell_type")).strip().lower() in NON_CODE_CELL_TYPES:
             return
-        actions.append(Execute(cell_id=_text(row["cell_index"]), code=_text(row["cell_source"])))
+        code = _source(path, position, row["cell_source"])
+        actions.append(Execute(cell_id=_text(row["cell_index"]), code=code))
     elif event == "kernel_restarting":
         actions.append(Restart())
     elif event == "finished_execute":
@@ -118,6 +119,20 @@ def _original_output(path: Path, position: int, raw: Any) -> str:
     return render_outputs(outputs)
 
 
+def _source(path: Path, position: int, value: Any) -> str:
+    """A ``cell_source``: text, or a list of lines joined as nbformat joins them; anything else is an error."""
+    import numpy as np
+
+    if value is None or isinstance(value, str) or (isinstance(value, float) and math.isnan(value)):
+        return _text(value)
+    if isinstance(value, (list, tuple, np.ndarray)):  # a Parquet list column arrives as an array
+        lines = list(value)
+        if all(isinstance(line, str) for line in lines):
+            return "".join(lines)
+    kind = type(value).__name__
+    raise SourceError(f"{path}: row {position + 1}: cell_source is {kind}, not text or a list of lines of text")
+
+
 def _text(value: Any) -> str:
     """A cell value as text: missing values (None, NaN) are empty, 3.0 from a float column is ``3``."""
     if value is None:
@@ -131,17 +146,30 @@ def _text(value: Any) -> str:
 
 
 def _time_order(path: Path, frame: Any) -> list[int]:
-    """Row positions sorted by ``time`` (numbers or timestamps), stable for ties."""
+    """Row positions sorted by ``time`` (numbers or timestamps, one kind per log), stable for ties.
+
+    The first row decides the kind; the first row of the other kind, or of
+    neither, is the one an error names.
+    """
     import pandas as pd
 
-    times = frame["time"]
-    key = pd.to_numeric(times, errors="coerce")
-    if key.isna().any():
-        key = pd.to_datetime(times.astype(str), utc=True, format="mixed", errors="coerce")
-        if key.isna().any():
-            position = int(key.isna().to_numpy().argmax())
-            raise SourceError(f"{path}: row {position + 1}: time {times.iloc[position]!r} is not a timestamp")
-    return [int(i) for i in key.reset_index(drop=True).argsort(kind="stable")]
+    times = frame["time"].reset_index(drop=True)
+    numbers = pd.to_numeric(times, errors="coerce")
+    if numbers.notna().all():
+        return [int(i) for i in numbers.argsort(kind="stable")]
+    stamps = pd.to_datetime(times.astype(str), utc=True, format="mixed", errors="coerce")
+    kinds = ["number" if pd.notna(n) else "timestamp" if pd.notna(t) else None for n, t in zip(numbers, stamps)]
+    for position, kind in enumerate(kinds):
+        if kind is None:
+            raise SourceError(
+                f"{path}: row {position + 1}: time {times.iloc[position]!r} is not a timestamp (nor a number)"
+            )
+        if kind != kinds[0]:
+            raise SourceError(
+                f"{path}: row {position + 1}: time {times.iloc[position]!r} is a {kind}, but row 1's is a {kinds[0]};"
+                " a log's times must all be numbers or all timestamps"
+            )
+    return [int(i) for i in stamps.argsort(kind="stable")]
 
 
 def _load_table(path: Path) -> Any:

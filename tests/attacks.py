@@ -1,0 +1,115 @@
+"""Helpers for the attack tests (``tests/test_attacks_*.py``): notebooks, real ``themisto`` processes, probes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+# Seconds a real `themisto` process may take; kernel start-up is slow on a loaded machine.
+PROCESS_TIMEOUT = 300
+
+
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    """A notebook of code cells ``c0``, ``c1``, ... at ``path``."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code, id=f"c{i}") for i, code in enumerate(cells)]
+    nbformat.write(notebook, path)
+    return path
+
+
+def themisto_command(*arguments: str) -> list[str]:
+    """The command line of a real ``themisto`` process."""
+    return [sys.executable, "-m", "themisto", *arguments]
+
+
+def process_environment(**extra: str) -> dict[str, str]:
+    """This process's environment, with this checkout importable, plus ``extra``."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), environment.get("PYTHONPATH")]))
+    environment.update(extra)
+    return environment
+
+
+def run_themisto(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``themisto ARGUMENTS`` to the end in a process of its own."""
+    return subprocess.run(
+        themisto_command(*arguments),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+        env=env or process_environment(),
+        cwd=REPOSITORY,
+    )
+
+
+def start_themisto(*arguments: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``themisto ARGUMENTS`` in a process of its own, its output captured."""
+    return subprocess.Popen(
+        themisto_command(*arguments),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env or process_environment(),
+        cwd=REPOSITORY,
+    )
+
+
+def assert_one_line_error(stderr: str, command: str, *fragments: str) -> None:
+    """``stderr`` ends with one ``themisto COMMAND: error:`` line containing every fragment, and holds no traceback.
+
+    (``record`` also names each failed trajectory on a line of its own before it.)
+    """
+    lines = stderr.strip().splitlines()
+    assert lines and lines[-1].startswith(f"themisto {command}: error:") and "Traceback" not in stderr, stderr
+    for fragment in fragments:
+        assert fragment in lines[-1], (fragment, lines[-1])
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = PROCESS_TIMEOUT, what: str = "condition") -> None:
+    """Poll ``condition`` every 20 ms until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def is_gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie awaiting its reaper has ended)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def lines_of(path: Path) -> int:
+    """Complete lines in a file (0 if it does not exist)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def private_mount_command(script: str) -> list[str]:
+    """``sh -c SCRIPT`` in a mount namespace of its own, where the script may mount file systems.
+
+    Skips the test where namespaces are not available (no ``unshare``, or a
+    container that forbids them).
+    """
+    unshare = shutil.which("unshare")
+    if unshare is None or not sys.platform.startswith("linux"):
+        pytest.skip("needs unshare (Linux mount namespaces)")
+    base = [unshare, "--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        base.insert(1, "--map-root-user")
+    probe = subprocess.run([*base, "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", "/mnt"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount in a private namespace here: {probe.stderr.decode().strip()}")
+    return [*base, "sh", "-ec", script]
