@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.attacks import (
+from attacks import (
     PROCESS_TIMEOUT,
     REPOSITORY,
     assert_one_line_error,
@@ -32,7 +31,8 @@ from tests.attacks import (
     wait_for,
     write_notebook,
 )
-from tests.synthetic import synthetic_steps, write_corpus, write_steps
+from synthetic import synthetic_steps, write_corpus, write_steps
+
 from themisto.building.parquet import build_dataset
 from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
@@ -201,7 +201,7 @@ def test_a_disk_that_fills_mid_run_keeps_the_complete_steps_and_resume_moves_pas
     stopped, after = resumed[2], resumed[3]
     assert stopped.error["ename"] == RECORDING_STOPPED_ERROR  # not run again: the disk stays free
     assert after.restarted and after.error is not None  # a fresh kernel: a and b are gone, as is the cell's state
-    assert (tmp_path / "listing").read_text().split() == [".", "..", "fill.jsonl"]
+    assert (tmp_path / "listing").read_text().split() == [".", "..", "fill.jsonl", "fill.provenance.json"]
 
 
 def test_a_cell_that_kills_the_recorder_does_not_stop_every_later_resume(tmp_path: Path) -> None:

@@ -12,14 +12,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import psutil
-
-from tests.attacks import (
+from attacks import (
     is_gone,
     lines_of,
     start_themisto,
     wait_for,
     write_notebook,
 )
+
 from themisto.recording.kernel import SILENT_KERNEL_GRACE, RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import read_trajectory

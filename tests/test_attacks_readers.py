@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+from attacks import assert_one_line_error, write_notebook
+from synthetic import write_corpus
 
-from tests.attacks import assert_one_line_error, write_notebook
-from tests.synthetic import write_corpus
 from themisto.cli import main
 from themisto.recording.sources.june import read_june_log
 from themisto.trajectory import read_trajectory

@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.attacks import (
+from attacks import (
     PROCESS_TIMEOUT,
     REPOSITORY,
     process_environment,
     run_themisto,
     write_notebook,
 )
+
 from themisto.cli import main
 from themisto.recording.environment import is_credential, kernel_environment
 from themisto.trajectory import read_trajectory

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from attacks import assert_one_line_error, run_themisto, write_notebook
+from synthetic import synthetic_steps, write_corpus, write_steps
 
-from tests.attacks import assert_one_line_error, run_themisto, write_notebook
-from tests.synthetic import synthetic_steps, write_corpus, write_steps
 from themisto.building.parquet import build_dataset, parquet_path
 from themisto.building.tasks import SelectionOptions
 from themisto.cli import main

@@ -73,6 +73,8 @@ def test_a_recorded_trajectory_carries_how_it_was_made(recorded: Path) -> None:
             "max_raw_output_chars": 1_000_000,
             "max_memory": 4 * 2**30,
             "max_cpu_seconds": 300,
+            "max_variables": 1000,
+            "isolate_home": False,
         },
         "workdir": {"policy": "source", "path": "../src"},
     }

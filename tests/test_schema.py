@@ -152,23 +152,23 @@ def test_the_card_lists_every_field_with_its_type_and_description() -> None:
 class StepWithExtra(Step):
     """A step as it would be with one more declared field: the change another stage would make."""
 
-    snapshot_error: str | None = column("why the snapshot failed, if it did", default=None)
+    kernel_note: str | None = column("a note the kernel left, if it did", default=None)
 
 
 def test_declaring_a_field_is_the_only_change_a_new_field_needs() -> None:
     schema = schema_of(StepWithExtra)
-    assert schema[:-1] == STEP_SCHEMA and schema[-1].name == "snapshot_error" and not schema[-1].required
+    assert schema[:-1] == STEP_SCHEMA and schema[-1].name == "kernel_note" and not schema[-1].required
     # validation
     record = full_record()
-    assert record_from_dict(StepWithExtra, record, "line").snapshot_error is None  # older files stay valid
-    assert record_from_dict(StepWithExtra, {**record, "snapshot_error": "boom"}, "line").snapshot_error == "boom"
-    with pytest.raises(TrajectoryError, match="'snapshot_error' has type int"):
-        record_from_dict(StepWithExtra, {**record, "snapshot_error": 3}, "line")
+    assert record_from_dict(StepWithExtra, record, "line").kernel_note is None  # older files stay valid
+    assert record_from_dict(StepWithExtra, {**record, "kernel_note": "boom"}, "line").kernel_note == "boom"
+    with pytest.raises(TrajectoryError, match="'kernel_note' has type int"):
+        record_from_dict(StepWithExtra, {**record, "kernel_note": 3}, "line")
     # table features and rows
     features = record_features(schema)
-    assert features["snapshot_error"] == datasets.Value("string")
-    assert {k: v for k, v in features.items() if k != "snapshot_error"} == dict(TRAJECTORY_FEATURES)
+    assert features["kernel_note"] == datasets.Value("string")
+    assert {k: v for k, v in features.items() if k != "kernel_note"} == dict(TRAJECTORY_FEATURES)
     # the card
     assert field_list(schema).splitlines()[-1] == (
-        "- `snapshot_error` (string, nullable): why the snapshot failed, if it did"
+        "- `kernel_note` (string, nullable): a note the kernel left, if it did"
     )

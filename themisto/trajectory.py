@@ -17,7 +17,7 @@ the field list of the dataset card (:mod:`themisto.building.card`).
 
 Adding a field is a one-place change: declare it on :class:`Step` (or
 :class:`Variable`) with a default, so older files stay valid, e.g.
-``snapshot_error: str | None = column("why the snapshot failed, if it did", default=None)``;
+``kernel_note: str | None = column("a note the kernel left, if it did", default=None)``;
 the validator, the features and the card follow (a committed build then gains
 the column: rebuild it).
 """
