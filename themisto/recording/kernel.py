@@ -30,7 +30,7 @@ from themisto.exceptions import InputError, KernelError
 from themisto.recording import snapshot
 from themisto.recording.environment import check_kernel, kernel_environment, limited_kernel_manager
 from themisto.recording.options import RecordOptions
-from themisto.recording.outputs import OutputCollector, cap_text, render_outputs, scrub
+from themisto.recording.outputs import OutputCollector, scrub
 from themisto.trajectory import Step, Variable, state_hash, variable_json
 
 log = logging.getLogger(__name__)
@@ -184,10 +184,7 @@ class Recorder:
             else:
                 execution.elapsed = max(execution.elapsed - taken[1], 0.0)
             variables, memory = taken[0], self._memory()
-        full_text = render_outputs(outputs)
-        collector = execution.collector
-        length = len(full_text) + collector.dropped_chars - collector.dropped_trailing_newlines
-        text, truncated = cap_text(full_text, self.options.max_output_chars, length)
+        text, truncated, length = execution.collector.render(self.options.max_output_chars, outputs)
         step = Step(
             trajectory_id=self.trajectory_id,
             step=self.next_step,

@@ -565,11 +565,16 @@ def versions_expression() -> str:
 
 def install_code() -> str:
     """Code for a silent execution that installs this module in the kernel, binding no user name."""
-    with open(__file__, encoding="utf-8") as handle:
+    return module_install_code(__file__, MODULE_NAME, "<themisto-snapshot>")
+
+
+def module_install_code(path: str, name: str, filename: str) -> str:
+    """Code that executes the module source at ``path`` into ``sys.modules[name]`` of the kernel."""
+    with open(path, encoding="utf-8") as handle:
         source = handle.read()
     # Lambda parameters are locals, so nothing lands in the user namespace.
     return (
-        "(lambda module: (exec(compile({source!r}, {filename!r}, 'exec'), module.__dict__),"
-        " __import__('sys').modules.__setitem__({name!r}, module)))"
-        "(__import__('types').ModuleType({name!r}))"
-    ).format(source=source, filename="<themisto-snapshot>", name=MODULE_NAME)
+        f"(lambda module: (exec(compile({source!r}, {filename!r}, 'exec'), module.__dict__),"
+        f" __import__('sys').modules.__setitem__({name!r}, module)))"
+        f"(__import__('types').ModuleType({name!r}))"
+    )
