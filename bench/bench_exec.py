@@ -14,9 +14,13 @@ prediction ``make exec-score`` scores. Side by side, interleaved:
   scored).
 
 Rows: scoring / (replay + predictions), target (issue 14) <= 1.3x; the
-overhead per prediction run, (scoring - replay - predictions) / runs, target
-<= 20 ms. Medians of 3 repetitions (``--quick``: 1 repetition of one shard of
-4 trajectories).
+overhead per prediction run, target <= 20 ms, measured two ways: side by side,
+(scoring - replay - predictions) / runs, and within the scoring run, (wall
+time of the prediction requests - the predictions' own time) / runs, which
+load changes between the runs do not bias; and, for scale, what a bare
+``os.fork()`` and exit of the same kernel costs on this machine (the floor of a
+fork per prediction). Medians of 3 repetitions (``--quick``: 1 repetition of
+one shard of 4 trajectories).
 """
 
 from __future__ import annotations
@@ -69,6 +73,32 @@ def _with_workdir(options: Any, workdir: Path) -> Any:
     return replace(options, workdir=workdir)
 
 
+FORK_FLOOR_CODE = """
+import os as _os, time as _time, statistics as _statistics
+def _fork_exit():
+    started = _time.perf_counter()
+    pid = _os.fork()
+    if pid == 0:
+        _os._exit(0)
+    _os.waitpid(pid, 0)
+    return _time.perf_counter() - started
+print(1000 * _statistics.median(_fork_exit() for _ in range(20)))
+"""
+
+
+def _fork_floor(recorded: dict[str, Any], trajectory_id: str, options: Any) -> float:
+    """Milliseconds of a bare fork and exit of a kernel that ran a trajectory's first session (median of 20)."""
+    from themisto.recording.kernel import Recorder
+
+    with tempfile.TemporaryDirectory(prefix="themisto-bench-fork-") as workdir:
+        with Recorder("fork-floor", Path(workdir), _with_workdir(options, Path(workdir))) as recorder:
+            for step in recorded[trajectory_id]:
+                if step.restarted:
+                    break
+                recorder.replay(step.code)
+            return float(recorder.run_cell(FORK_FLOOR_CODE, "fork-floor").output.splitlines()[-1])
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     from themisto.evaluation.execution import (
         exec_score,
@@ -83,7 +113,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     shard = (0, 4) if quick else None
     repetitions = 1 if quick else 3
     options = RecordOptions(timeout=120)
-    scoring, replay, own, runs = [], [], [], 0
+    scoring, replay, own, within, floor, runs = [], [], [], [], [], 0
     with tempfile.TemporaryDirectory(prefix="themisto-bench-exec-") as scratch:
         run_dir = _run(Path(scratch) / "run")
         logs = find_sample_logs([run_dir])
@@ -104,14 +134,18 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             scoring.append(time.perf_counter() - started)
             own.append(report.execution_seconds)
             runs = report.executions
+            within.append(1000 * (report.fork_seconds - report.execution_seconds) / runs)
+            floor.append(_fork_floor(recorded, plans[0].trajectory_id, options))
             print(
                 f"bench_exec: repetition {repetition + 1}: scoring {scoring[-1]:.1f} s, replay {replay[-1]:.1f} s,"
-                f" predictions {own[-1]:.1f} s ({runs} runs, {report.steps_replayed} steps)",
+                f" predictions {own[-1]:.1f} s ({runs} runs, {report.steps_replayed} steps),"
+                f" overhead within the run {within[-1]:.1f} ms per run, bare fork {floor[-1]:.1f} ms",
                 file=sys.stderr,
             )
     score_s, replay_s, own_s = (statistics.median(values) for values in (scoring, replay, own))
     ratio = score_s / (replay_s + own_s)
     overhead_ms = 1000 * (score_s - replay_s - own_s) / runs
+    within_ms, floor_ms = statistics.median(within), statistics.median(floor)
     scope = f"{len(plans)} trajectories, {runs} prediction runs, median of {repetitions}"
     return [
         {
@@ -125,8 +159,15 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             "benchmark": "exec",
             "measure": "exec-score overhead per prediction run (fork, copy, capture, snapshot, compare)",
             "target": f"<= {TARGET_OVERHEAD_MS:g} ms",
-            "value": f"{overhead_ms:.1f} ms",
-            "passed": overhead_ms <= TARGET_OVERHEAD_MS,
+            "value": f"{overhead_ms:.1f} ms side by side; {within_ms:.1f} ms within the scoring run",
+            "passed": max(overhead_ms, within_ms) <= TARGET_OVERHEAD_MS,
+        },
+        {
+            "benchmark": "exec",
+            "measure": "bare os.fork() + exit of the replay kernel (pandas, scikit-learn loaded), median of 20",
+            "target": "measured",
+            "value": f"{floor_ms:.1f} ms",
+            "passed": None,
         },
     ]
 

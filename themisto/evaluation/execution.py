@@ -75,6 +75,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -330,6 +331,11 @@ class ForkingRecorder(Recorder):
         if install.reply is None or install.reply["content"]["status"] != "ok":
             raise KernelError(f"kernel {self.options.kernel_name!r} cannot run forked predictions")
 
+    def before(self) -> dict[str, Variable] | None:
+        """The namespace as the last snapshot received described it (the state before the next cell); None: unknown."""
+        generation, entries = self._known
+        return None if generation < 0 else {name: entry[0] for name, entry in entries.items()}
+
     def fork_run(self, codes: Sequence[str]) -> list[dict[str, Any]] | None:
         """Each code's result in a forked child of the kernel; None if the kernel died (it has been restarted)."""
         if self.scratch is None:
@@ -343,6 +349,8 @@ class ForkingRecorder(Recorder):
                 "max_raw_output_chars": self.options.max_raw_output_chars,
                 "max_repr_chars": self.options.max_repr_chars,
                 "repr_timeout": self.options.repr_timeout,
+                # the children's snapshots name the variables unchanged since the recorder's last one
+                "known": self._known[0],
             }
         )
         # Each child has its timeout for the cell and again for the snapshot; the copies take the rest.
@@ -378,6 +386,7 @@ class Outcome:
     error: str | None  # "EName: evalue", one line
     state: str | None  # state_key of the namespace after it; None when no snapshot came back
     seconds: float  # the cell's own run time in the child
+    forked: bool = True  # False: a blank cell, whose outcome is known without running it
 
 
 def state_key(variables: Sequence[Variable]) -> str:
@@ -393,8 +402,11 @@ _KILLED = "DeadKernelError: the prediction killed the kernel, which was restarte
 KILLED_KERNEL = Outcome(False, _KILLED, _KILLED, None, 0.0)
 
 
-def parse_outcome(result: dict[str, Any], options: RecordOptions) -> Outcome:
+def parse_outcome(result: dict[str, Any], options: RecordOptions, before: dict[str, Variable]) -> Outcome:
     """An :class:`Outcome` from a child's result, rendered with the recorder's own output path.
+
+    A variable the child's snapshot sends by name alone is unchanged since the
+    snapshot ``before`` the step (see :func:`themisto.recording.snapshot.take`).
 
     The result passed through code the prediction could have replaced, so
     every field is checked; a malformed one makes the outcome a failure.
@@ -416,7 +428,8 @@ def parse_outcome(result: dict[str, Any], options: RecordOptions) -> Outcome:
         state = None
         if isinstance(result.get("snapshot"), str):
             payload = json.loads(result["snapshot"])
-            state = state_key([Variable(**record) for record in payload["variables"]])
+            records = payload["variables"]
+            state = state_key([before[r["name"]] if r.keys() == {"name"} else Variable(**r) for r in records])
         seconds = float(result.get("seconds", 0.0))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return Outcome(False, "", f"KernelError: malformed result of the forked cell ({exc!r})", None, 0.0)
@@ -458,8 +471,9 @@ class TrajectoryScores:
     trajectory_id: str
     scores: dict[tuple[int, str], ExecScore] = field(default_factory=dict)
     diverged: set[int] = field(default_factory=set)
-    executions: int = 0  # forked runs (distinct codes per step)
+    executions: int = 0  # forked runs: distinct codes per step, blank ones aside
     execution_seconds: float = 0.0  # the predictions' own run time, summed
+    fork_seconds: float = 0.0  # wall time of running the predictions, forks and comparisons included
     steps_replayed: int = 0
 
     def add(self, step: RecordedStep, replayed: Step, codes: Sequence[str], outcomes: Sequence[Outcome]) -> None:
@@ -470,7 +484,7 @@ class TrajectoryScores:
             self.diverged.add(step.step)
         state = state_key(replayed.runtime)
         for code, outcome in zip(codes, outcomes, strict=True):
-            self.executions += 1
+            self.executions += outcome.forked
             self.execution_seconds += outcome.seconds
             if diverged:
                 score = ExecScore(None, None, None, True, outcome.error)
@@ -509,7 +523,9 @@ def score_trajectory(
                     recorder.restart()
                     session = []
                 codes = wanted.get(step.step)
+                started = time.perf_counter()
                 outcomes = _run_forked(recorder, codes, session, options) if codes else None
+                result.fork_seconds += time.perf_counter() - started
                 replayed = recorder.run_cell(step.code, step.cell_id)
                 result.steps_replayed += 1
                 fresh = replayed.error is not None and replayed.error.get("ename") == DEAD_KERNEL_ERROR
@@ -527,10 +543,26 @@ def score_trajectory(
 def _run_forked(
     recorder: ForkingRecorder, codes: list[str], session: list[str], options: RecordOptions
 ) -> list[Outcome]:
-    """The outcomes of ``codes``; if one kills the kernel, it is rebuilt and the codes run one at a time."""
+    """The outcomes of ``codes`` in the state before the step."""
+    before = recorder.before()
+    outcomes: dict[str, Outcome] = {}
+    if before is not None:
+        # IPython returns at once for a blank cell (no code, no output, no event): its outcome is known
+        state = state_key(list(before.values()))
+        outcomes.update((code, Outcome(True, "", None, state, 0.0, forked=False)) for code in codes if not code.strip())
+    forked = [code for code in codes if code not in outcomes]
+    if forked:
+        outcomes.update(zip(forked, _fork_all(recorder, forked, session, options, before or {}), strict=True))
+    return [outcomes[code] for code in codes]
+
+
+def _fork_all(
+    recorder: ForkingRecorder, codes: list[str], session: list[str], options: RecordOptions, before: dict[str, Variable]
+) -> list[Outcome]:
+    """The forked outcomes of ``codes``; if one kills the kernel, it is rebuilt and the codes run one at a time."""
     results = recorder.fork_run(codes)
     if results is not None:
-        return [parse_outcome(result, options) for result in results]
+        return [parse_outcome(result, options, before) for result in results]
     outcomes = []
     broken = True  # the kernel has been restarted: its namespace is empty
     for code in codes:
@@ -538,7 +570,7 @@ def _run_forked(
             _rebuild(recorder, session)
         single = recorder.fork_run([code])
         broken = single is None
-        outcomes.append(KILLED_KERNEL if single is None else parse_outcome(single[0], options))
+        outcomes.append(KILLED_KERNEL if single is None else parse_outcome(single[0], options, before))
     if broken:
         _rebuild(recorder, session)
     return outcomes
@@ -587,6 +619,11 @@ class ExecReport:
     def execution_seconds(self) -> float:
         """The predictions' own run time in their children, summed."""
         return sum(t.execution_seconds for t in self.trajectories)
+
+    @property
+    def fork_seconds(self) -> float:
+        """Wall time of running the predictions, forks and comparisons included."""
+        return sum(t.fork_seconds for t in self.trajectories)
 
     @property
     def steps_replayed(self) -> int:

@@ -21,16 +21,21 @@ as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
    ``Session`` objects with a capture, so every message the shell would publish
    (``display_data``, ``execute_result``, ``error`` tracebacks, ``clear_output``,
    comm traffic) is kept in order and nothing reaches the kernel's sockets;
-   moves into its copy of the working directory, with ``TMPDIR`` in a private
-   folder; runs the cell with ``shell.run_cell(code, store_history=False)`` (no
+   moves into its copy of the working directory; limits OpenMP to one thread
+   (see :func:`single_threaded_openmp`); runs the cell with ``shell.run_cell(code, store_history=False)`` (no
    write to the history database, no execution count); sends the outcome and
    the captured messages through a pipe; takes the snapshot of its namespace
    (:func:`themisto.recording.snapshot.take`, reusing the parent's description
    cache copy-on-write); sends it; and leaves by ``os._exit``, never returning
    into the kernel;
 4. in the parent: reads the child's frames until the cell's deadline (then the
-   snapshot's), kills the child's process group (at a deadline, and after every
-   cell, so nothing it started survives), reaps the child and deletes its folder.
+   snapshot's) and kills the child's process group (at a deadline, and after
+   every cell, so nothing it started survives). Cells run one at a time, but
+   the next child is forked while the current one runs, and killed children
+   are reaped (and their folders deleted) once all cells of the request have
+   run: a fork and an exit cost tens of milliseconds for a kernel that loaded
+   pandas and scikit-learn (about 1,400 memory mappings to copy or unmap),
+   and overlap the cells instead of adding to them.
 
 Each frame is one line of JSON. The module uses only the standard library and
 IPython (present in any IPython kernel), and is importable in-process so its
@@ -88,8 +93,9 @@ def _copy_regular(source: str, target: str) -> None:
 
 
 def copy_tree(source: str, target: str) -> None:
-    """Copy the folder ``source`` to the new folder ``target``: files cloned, symbolic links kept as links."""
-    shutil.copytree(source, target, symlinks=True, copy_function=_copy_regular)
+    """Copy the contents of the folder ``source`` into the folder ``target`` (made if missing): files
+    cloned, symbolic links kept as links, anything else (FIFOs, sockets) left out."""
+    shutil.copytree(source, target, symlinks=True, copy_function=_copy_regular, dirs_exist_ok=True)
 
 
 def _private_cwd(root: str, copy: str) -> str:
@@ -215,8 +221,8 @@ def _sessions(shell: Any) -> list[Any]:
     return list(found.values())
 
 
-def _isolate(capture: Capture, fd_file: int, directory: str, cwd: str) -> None:
-    """Cut the child off from the kernel's channels and files: streams, sessions, fds, cwd, temp folder."""
+def _isolate(capture: Capture, fd_capture: int, cwd: str) -> None:
+    """Cut the child off from the kernel's channels and files: sessions, streams, file descriptors, cwd."""
     from IPython import get_ipython
 
     shell = get_ipython()
@@ -226,42 +232,49 @@ def _isolate(capture: Capture, fd_file: int, directory: str, cwd: str) -> None:
     # in every child, whose imports die with it).
     with contextlib.suppress(Exception):
         shell.InteractiveTB.set_mode(mode="Minimal")
-    os.dup2(fd_file, 1)
-    os.dup2(fd_file, 2)
+    os.dup2(fd_capture, 1)  # ipykernel reads fds 1 and 2 in a thread of the parent: the child writes its own
+    os.dup2(fd_capture, 2)
     sys.stdout, sys.stderr = capture.streams["stdout"], capture.streams["stderr"]
-    scratch = os.path.join(directory, "tmp")
-    os.mkdir(scratch)
-    os.environ["TMPDIR"] = scratch
-    tempfile.tempdir = None  # read TMPDIR again
     os.chdir(cwd)
 
 
-def single_threaded_openmp() -> int:
-    """Make every loaded OpenMP runtime run parallel regions on one thread; returns how many were found.
+# The omp_set_num_threads functions of the loaded OpenMP runtimes, found in the parent and called in each
+# child, and the size of sys.modules when they were looked for (an import may have loaded another runtime).
+_OPENMP: tuple[int, list[Any]] = (-1, [])
+
+
+def openmp_setters() -> list[Any]:
+    """``omp_set_num_threads`` of every OpenMP runtime mapped into this process (libgomp, libomp, libiomp5)."""
+    global _OPENMP
+    if _OPENMP[0] == len(sys.modules):
+        return _OPENMP[1]
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps if "omp" in line and line.count(" ") >= 5}
+    except OSError:  # not Linux: no /proc
+        paths = set()
+    setters = []
+    for path in sorted(paths):
+        if "omp" not in os.path.basename(path):
+            continue
+        with contextlib.suppress(OSError, AttributeError):
+            setters.append(ctypes.CDLL(path).omp_set_num_threads)
+    _OPENMP = (len(sys.modules), setters)
+    return setters
+
+
+def single_threaded_openmp(setters: list[Any]) -> None:
+    """Make the OpenMP runtimes run parallel regions on one thread (in a forked child).
 
     A forked child has only the forking thread, but GNU OpenMP (libgomp)
     believes the worker pool of the parent's last parallel region still
     exists, and its next region waits on them forever (scikit-learn's k-NN
     does this). With one thread a region uses no pool.
     """
-    import ctypes
-
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            paths = {line.split(None, 5)[5].strip() for line in maps if line.count(" ") >= 5 and "omp" in line}
-    except OSError:  # not Linux: no /proc
-        return 0
-    found = 0
-    for path in sorted(paths):
-        if "omp" not in os.path.basename(path):
-            continue
-        try:
-            setter = ctypes.CDLL(path).omp_set_num_threads
-        except (OSError, AttributeError):
-            continue
+    for setter in setters:
         setter(1)
-        found += 1
-    return found
 
 
 def _error_fields(error: BaseException | None) -> tuple[str, str]:
@@ -270,20 +283,24 @@ def _error_fields(error: BaseException | None) -> tuple[str, str]:
     return type(error).__name__, str(error)
 
 
-def _child(code: str, settings: dict[str, Any], directory: str, cwd: str, write: Callable[[str], None]) -> None:
-    """Run ``code`` in this forked process and write the outcome frame, then the snapshot frame."""
+def _child(code: str, settings: dict[str, Any], cwd: str, go: int, write: Callable[[str], None]) -> None:
+    """In the forked process: get ready, wait for the go, run ``code``, write the outcome frame, then the snapshot."""
     from IPython import get_ipython
 
     capture = Capture(int(settings["max_raw_output_chars"]))
-    fd_file = os.open(os.path.join(directory, "fd-output"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-    _isolate(capture, fd_file, directory, cwd)
-    single_threaded_openmp()
+    fd_capture = (
+        os.memfd_create("themisto-fd-output") if hasattr(os, "memfd_create") else tempfile.TemporaryFile().fileno()
+    )
+    _isolate(capture, fd_capture, cwd)
+    single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
+    if os.read(go, 1) != b"g":  # the parent gave up on this cell
+        return
     started = time.perf_counter()
     result = get_ipython().run_cell(code, store_history=False)
     seconds = time.perf_counter() - started
     capture.flush_streams()
-    os.lseek(fd_file, 0, os.SEEK_SET)
-    fd_text = os.read(fd_file, int(settings["max_raw_output_chars"]) + 1).decode("utf-8", "replace")
+    os.lseek(fd_capture, 0, os.SEEK_SET)
+    fd_text = os.read(fd_capture, int(settings["max_raw_output_chars"]) + 1).decode("utf-8", "replace")
     if fd_text:
         capture.add_stream("stdout", fd_text)
     error = result.error_before_exec or result.error_in_exec
@@ -299,18 +316,24 @@ def _child(code: str, settings: dict[str, Any], directory: str, cwd: str, write:
     }
     write(json.dumps(outcome, default=str))
     snapshot = sys.modules[SNAPSHOT_MODULE]
-    write(snapshot.take(int(settings["max_repr_chars"]), float(settings["repr_timeout"])).text)
+    write(snapshot.take(int(settings["max_repr_chars"]), float(settings["repr_timeout"]), int(settings["known"])).text)
 
 
 # --- the parent -----------------------------------------------------------------------------
 
 
 def _frames(read: int, deadlines: list[float]) -> Iterator[str | None]:
-    """The child's frames as they arrive; None at the deadline of the frame being waited for."""
+    """The child's frames as they arrive, one per deadline; None when the frame waited for is late.
+
+    ``deadlines[0]`` is a time; each later entry is a duration counted from the
+    arrival of the frame before it. Reading stops at the last frame: the end of
+    the pipe comes only once the child's memory has been unmapped, which is
+    slow for a large kernel and need not be waited for.
+    """
     buffer = b""
     position = 0
-    while True:
-        remaining = deadlines[min(position, len(deadlines) - 1)] - time.monotonic()
+    while position < len(deadlines):
+        remaining = deadlines[position] - time.monotonic()
         if remaining <= 0:
             yield None
             return
@@ -321,18 +344,12 @@ def _frames(read: int, deadlines: list[float]) -> Iterator[str | None]:
         if not chunk:
             return
         buffer += chunk
-        while b"\n" in buffer:
+        while b"\n" in buffer and position < len(deadlines):
             line, buffer = buffer.split(b"\n", 1)
             position += 1
             if position < len(deadlines):  # the snapshot's time starts when the cell has finished
                 deadlines[position] = time.monotonic() + deadlines[position]
             yield line.decode("utf-8", "replace")
-
-
-def _kill_group(pid: int) -> None:
-    """SIGKILL the child's process group: the child and everything it started that stayed in it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _exit_description(status: int) -> str:
@@ -346,61 +363,102 @@ def _exit_description(status: int) -> str:
     return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
-def run_one(code: str, settings: dict[str, Any], root: str) -> dict[str, Any]:
-    """Run ``code`` in a forked child (see the module docstring); its outcome, messages and snapshot."""
-    directory = tempfile.mkdtemp(prefix="p-", dir=settings["scratch"])
-    copy = os.path.join(directory, "work")
-    try:
-        copy_tree(root, copy)
-    except OSError as exc:
-        shutil.rmtree(directory, ignore_errors=True)
-        return {"status": "fault", "ename": "OSError", "evalue": f"cannot copy the working directory: {exc}"}
-    cwd = _private_cwd(root, copy)
-    read, write_end = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": the child runs no thread
-        pid = os.fork()
-    if pid == 0:  # the child: never returns
-        try:
-            os.close(read)
-            os.setpgid(0, 0)
-
-            def write(text: str) -> None:
-                data = (text + "\n").encode("utf-8", "replace")  # JSON text holds no raw newline
-                while data:
-                    data = data[os.write(write_end, data) :]
-
-            _child(code, settings, directory, cwd, write)
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with contextlib.suppress(OSError):  # the child may already have done it, or exited
-        os.setpgid(pid, pid)
-    try:
-        timeout = float(settings["timeout"])
-        frames: list[str] = []
-        timed_out = False
-        for frame in _frames(read, [time.monotonic() + timeout, timeout]):
-            if frame is None:
-                timed_out = True
-                break
-            frames.append(frame)
-    finally:
-        _kill_group(pid)  # before reaping: the zombie keeps the group id from being reused
-        os.close(read)
-        _, status = _waitpid(pid)
-        shutil.rmtree(directory, ignore_errors=True)
-    return _outcome(frames, timed_out, status, timeout)
-
-
-def _waitpid(pid: int) -> tuple[int, int]:
+def _waitpid(pid: int) -> int:
+    """The exit status of child ``pid``, once it has ended."""
     while True:
         try:
-            return os.waitpid(pid, 0)
+            return os.waitpid(pid, 0)[1]
         except InterruptedError:
             continue
-        except ChildProcessError:
-            return pid, 0
+        except ChildProcessError:  # already reaped
+            return 0
+
+
+class Child:
+    """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`)."""
+
+    def __init__(self, code: str, settings: dict[str, Any]) -> None:
+        self.timeout = float(settings["timeout"])
+        self.pid = 0
+        self.fault: dict[str, Any] | None = None
+        root = settings["root"]
+        self.directory = tempfile.mkdtemp(prefix="p-", dir=settings["scratch"])
+        try:
+            copy_tree(root, self.directory)
+        except OSError as exc:
+            self.fault = {"status": "fault", "ename": "OSError", "evalue": f"cannot copy the working directory: {exc}"}
+            return
+        cwd = _private_cwd(root, self.directory)
+        openmp_setters()  # found here, in the parent, so each child only calls them
+        self._read, write_end = os.pipe()
+        go_read, self._go = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter(
+                "ignore", DeprecationWarning
+            )  # "multi-threaded, use of fork()": the child runs no thread
+            pid = os.fork()
+        if pid == 0:  # the child: never returns
+            try:
+                os.close(self._read)
+                os.close(self._go)
+                os.setpgid(0, 0)
+
+                def write(text: str) -> None:
+                    data = (text + "\n").encode("utf-8", "replace")  # JSON text holds no raw newline
+                    while data:
+                        data = data[os.write(write_end, data) :]
+
+                _child(code, settings, cwd, go_read, write)
+            finally:
+                os._exit(0)
+        self.pid = pid
+        os.close(write_end)
+        os.close(go_read)
+        with contextlib.suppress(OSError):  # the child may already have done it, or exited
+            os.setpgid(pid, pid)
+
+    def start(self) -> None:
+        """Let the child run its cell; its time limit starts now."""
+        if self.fault is None:
+            self._deadline = time.monotonic() + self.timeout
+            with contextlib.suppress(OSError):  # the child is gone: collect() says how
+                os.write(self._go, b"g")
+
+    def collect(self) -> dict[str, Any]:
+        """The child's result once its frames have come or its deadline has passed; the child is then killed."""
+        if self.fault is not None:
+            return self.fault
+        frames: list[str] = []
+        timed_out = False
+        try:
+            for frame in _frames(self._read, [self._deadline, self.timeout]):
+                if frame is None:
+                    timed_out = True
+                    break
+                frames.append(frame)
+        finally:
+            self.kill()
+        status = _waitpid(self.pid) if not frames and not timed_out else 0  # it ended early: say how
+        return _outcome(frames, timed_out, status, self.timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group: the child and everything it started that stayed in it.
+
+        The child is reaped later (:meth:`reap`): until then its zombie keeps the group id from being reused.
+        """
+        if self.pid and self._read >= 0:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+            os.close(self._read)
+            os.close(self._go)
+            self._read = -1
+
+    def reap(self) -> None:
+        """Wait for the killed child and delete its folder."""
+        if self.pid:
+            self.kill()
+            _waitpid(self.pid)
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) -> dict[str, Any]:
@@ -425,15 +483,36 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) ->
 
 
 def run(request: str) -> Any:
-    """The kernel-side entry point: run each cell of the JSON ``request`` in its own forked child.
+    """The kernel-side entry point: run each cell of the JSON ``request`` in its own forked child, in turn.
 
     ``request`` holds ``codes`` and the settings ``timeout``, ``scratch`` (a
     folder for the children's copies of the working directory), ``root`` (the
-    kernel's working directory), ``max_raw_output_chars``, ``max_repr_chars``
-    and ``repr_timeout``. Returns the results as JSON text, one per code.
+    kernel's working directory), ``max_raw_output_chars``, ``max_repr_chars``,
+    ``repr_timeout`` and ``known`` (the generation of the snapshot the scorer
+    last received, so a child sends unchanged variables by name alone).
+    Returns the results as JSON text, one per code.
+
+    The cells run one at a time, but the next child is forked (and gets ready)
+    while the current one runs, so a fork's cost overlaps a cell instead of
+    adding to it. Killed children are reaped at the end, so their exits
+    (unmapping a copy of a large kernel) overlap the next cells too.
     """
     settings = json.loads(request)
-    results = [run_one(code, settings, settings["root"]) for code in settings["codes"]]
+    codes = settings["codes"]
+    children: list[Child] = []
+    results = []
+    try:
+        for index in range(len(codes)):
+            if index == 0:
+                children.append(Child(codes[0], settings))
+            current = children[index]
+            current.start()
+            if index + 1 < len(codes):
+                children.append(Child(codes[index + 1], settings))
+            results.append(current.collect())
+    finally:
+        for child in children:
+            child.reap()
     return sys.modules[SNAPSHOT_MODULE].JsonText(json.dumps(results))
 
 
