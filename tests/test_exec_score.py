@@ -13,7 +13,14 @@ import psutil
 import pytest
 
 from themisto.cli import main
-from themisto.evaluation.execution import ExecReport, exec_samples_name, exec_score, state_key
+from themisto.evaluation.execution import (
+    ExecReport,
+    ForkingRecorder,
+    exec_samples_name,
+    exec_score,
+    parse_outcome,
+    state_key,
+)
 from themisto.evaluation.metrics import exact_match
 from themisto.recording.kernel import RecordOptions
 from themisto.recording.record import record_source
@@ -73,8 +80,8 @@ def _record(folder: Path) -> Path:
 
 def _sample(trajectory: list[Step], step: int, prediction: str) -> dict[str, Any]:
     """One line of an lm-eval next-cell sample log, as ``--log_samples`` writes it."""
-    target = trajectory[step].code
-    doc = {"example_id": f"shop/{step}", "trajectory_id": "shop", "step": step, "target": target}
+    target, trajectory_id = trajectory[step].code, trajectory[step].trajectory_id
+    doc = {"example_id": f"{trajectory_id}/{step}", "trajectory_id": trajectory_id, "step": step, "target": target}
     return {
         "doc_id": step,
         "doc": doc,
@@ -286,3 +293,67 @@ def test_a_target_that_is_not_the_trajectory_step_is_rejected(recorded: Path, tm
     path.write_text(path.read_text().replace("counter = 10", "counter = 12"))
     with pytest.raises(Exception, match="pass the trajectories the dataset was built from"):
         exec_score([run_dir], trajectories=[recorded])
+
+
+def test_predictions_run_under_the_recorders_limits_and_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in ("n = 3", "n * 2")]
+    source = tmp_path / "small.ipynb"
+    nbformat.write(notebook, source)
+    (recorded,) = record_source(source, tmp_path / "trajectories", RecordOptions(workdir=tmp_path))
+    steps = read_trajectory(recorded)
+    run_dir = tmp_path / "run"
+    predictions = {
+        ("m", NEXT_CELL_TASK): {1: "while True:\n    pass"},  # burns CPU: the child's own CPU limit ends it
+        ("m", RUNTIME_TASK): {1: "blob = bytearray(3 * 2**30)"},  # past the memory limit
+        # prints the developer's output, 6, only if the scorer's token did not reach the prediction
+        ("n", NEXT_CELL_TASK): {1: "import os\nprint(0 if 'HF_TOKEN' in os.environ else 6)"},
+    }
+    _write_logs(run_dir, steps, predictions)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    options = RecordOptions(timeout=120, max_cpu_seconds=8, max_memory=2**30)
+    started = time.monotonic()
+    exec_score([run_dir], trajectories=[recorded], options=options)
+    assert time.monotonic() - started < 120  # the CPU limit, not the timeout, ended the loop
+    loop = _lines(run_dir, "m", NEXT_CELL_TASK)[1]
+    assert (loop["exec_ok"], loop["error"]) == (0, "ChildProcessError: the cell ended its process (killed by SIGXCPU)")
+    assert _lines(run_dir, "m", RUNTIME_TASK)[1]["error"].startswith("MemoryError")
+    assert _lines(run_dir, "n", NEXT_CELL_TASK)[1]["exec_match"] == 1
+    reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)[1]
+    assert (reference["exec_match"], reference["state_match"]) == (1, 1)  # the kernel survived both
+
+
+def test_children_capture_every_output_and_publish_nothing_on_the_kernels_channels(tmp_path: Path) -> None:
+    codes = {
+        "print('out')": "out",
+        "import sys\nprint('err', file=sys.stderr)": "err",
+        "from IPython.display import display\ndisplay('shown')\nprint('after')": "'shown'\nafter",
+        "print('before')\n1 / 0": "before\nZeroDivisionError: division by zero",
+        "x": "41",
+        "import os\nos.system('echo from-fd')": "0\nfrom-fd",  # the result, then the fd output at the end
+        "import warnings\nwarnings.warn('careful', FutureWarning)": "FutureWarning: careful",
+    }
+    options = RecordOptions(timeout=60)
+    (tmp_path / "work").mkdir()
+    recorder = ForkingRecorder("t", tmp_path / "work", options, scratch=tmp_path)
+    with recorder:
+        recorder.run_cell("x = 41", "c")
+        execution = recorder.fork_execution(list(codes))
+        # a child writing to the kernel's IOPub socket would publish under this request's header
+        assert execution.collector.outputs == []
+        assert execution.reply is not None and execution.reply["content"]["status"] == "ok"
+        results = json.loads(execution.reply["content"]["user_expressions"]["fork"]["data"]["text/plain"])
+        before = recorder.before()
+        assert before is not None
+        outcomes = [parse_outcome(result, options, before) for result in results]
+        # and the parent's own next cell is unaffected
+        assert recorder.run_cell("print(x)", "d").output == "41"
+    for (code, expected), outcome in zip(codes.items(), outcomes, strict=True):
+        if "warn" in code:  # the warning names the cell's file, which holds the process id
+            assert outcome.output.endswith("FutureWarning: careful\n  warnings.warn('careful', FutureWarning)")
+        else:
+            assert outcome.output == expected, code
+    assert [outcome.ok for outcome in outcomes] == [True, True, True, False, True, True, True]
+    assert outcomes[3].error == "ZeroDivisionError: division by zero"

@@ -85,7 +85,14 @@ from typing import Any
 from themisto.exceptions import InputError, KernelError, short_message
 from themisto.jsonl import iter_json_objects
 from themisto.recording import fork
-from themisto.recording.kernel import DEAD_KERNEL_ERROR, KERNEL_START_TIMEOUT, Recorder, RecordOptions, check_options
+from themisto.recording.kernel import (
+    DEAD_KERNEL_ERROR,
+    KERNEL_START_TIMEOUT,
+    Execution,
+    Recorder,
+    RecordOptions,
+    check_options,
+)
 from themisto.recording.outputs import OutputCollector, normalize_output
 from themisto.recording.record import raise_failures, select_shard
 from themisto.trajectory import Step, Variable, state_hash, trajectory_files
@@ -336,8 +343,8 @@ class ForkingRecorder(Recorder):
         generation, entries = self._known
         return None if generation < 0 else {name: entry[0] for name, entry in entries.items()}
 
-    def fork_run(self, codes: Sequence[str]) -> list[dict[str, Any]] | None:
-        """Each code's result in a forked child of the kernel; None if the kernel died (it has been restarted)."""
+    def fork_execution(self, codes: Sequence[str]) -> Execution:
+        """The silent execute request whose user expression runs ``codes`` in forked children (``fork.run``)."""
         if self.scratch is None:
             raise KernelError("ForkingRecorder.fork_run needs a scratch folder")
         request = json.dumps(
@@ -355,9 +362,11 @@ class ForkingRecorder(Recorder):
         )
         # Each child has its timeout for the cell and again for the snapshot; the copies take the rest.
         limit = len(codes) * 2 * self.options.timeout + KERNEL_START_TIMEOUT
-        execution = self._execute(
-            "", silent=True, timeout=limit, user_expressions={"fork": fork.run_expression(request)}
-        )
+        return self._execute("", silent=True, timeout=limit, user_expressions={"fork": fork.run_expression(request)})
+
+    def fork_run(self, codes: Sequence[str]) -> list[dict[str, Any]] | None:
+        """Each code's result in a forked child of the kernel; None if the kernel died (it has been restarted)."""
+        execution = self.fork_execution(codes)
         if execution.died or execution.wedged:
             self.restart()
             return None
