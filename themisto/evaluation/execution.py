@@ -124,6 +124,8 @@ class Prediction:
     step: int
     code: str
     target: str | None  # the developer's cell as the sample log states it, to check the trajectories
+    filter: str | None = None  # the lm-eval filter of the sample line
+    doc: dict[str, Any] = field(default_factory=dict, compare=False)  # the dataset row, for the reference's log
 
 
 @dataclass
@@ -134,6 +136,7 @@ class SampleLog:
     source: Path
     out_dir: Path
     predictions: list[Prediction]
+    stamp: str = ""  # the lm-eval timestamp of the log's file name
 
     @property
     def model(self) -> str:
@@ -183,13 +186,13 @@ def find_sample_logs(run_dirs: Sequence[Path], output: Path | None = None) -> li
         )
     logs = []
     targets: dict[Path, Path] = {}
-    for (_, task), (_, path, run_dir) in sorted(newest.items(), key=lambda item: str(item[1][1])):
+    for (_, task), (stamp, path, run_dir) in sorted(newest.items(), key=lambda item: str(item[1][1])):
         out_dir = path.parent if output is None else output / path.parent.relative_to(run_dir)
         target = (out_dir / exec_samples_name(task)).resolve()
         if target in targets:
             raise InputError(f"{path} and {targets[target]} would both write {target}; score them separately")
         targets[target] = path
-        logs.append(SampleLog(task, path, out_dir, read_predictions(path)))
+        logs.append(SampleLog(task, path, out_dir, read_predictions(path), stamp))
     return logs
 
 
@@ -210,8 +213,17 @@ def read_predictions(path: Path) -> list[Prediction]:
         code = _answer(record)
         if code is None:
             raise InputError(f"{where}: no prediction text in 'filtered_resps' or 'resps'")
+        filter_name = record.get("filter")
         predictions.append(
-            Prediction(example_id, trajectory_id, step, code, target if isinstance(target, str) else None)
+            Prediction(
+                example_id,
+                trajectory_id,
+                step,
+                code,
+                target if isinstance(target, str) else None,
+                None if filter_name is None else str(filter_name),
+                doc,
+            )
         )
     return predictions
 
@@ -460,9 +472,10 @@ class ExecScore:
     error: str | None
 
     def record(self, prediction: Prediction) -> dict[str, Any]:
-        """The ``exec_samples`` line of ``prediction``."""
+        """The ``exec_samples`` line of ``prediction`` (with its lm-eval filter, which joins it to its sample)."""
         return {
             "example_id": prediction.example_id,
+            **({} if prediction.filter is None else {"filter": prediction.filter}),
             "trajectory_id": prediction.trajectory_id,
             "step": prediction.step,
             "exec_ok": self.exec_ok,
@@ -643,14 +656,50 @@ def reference_logs(
     logs: Sequence[SampleLog], recorded: dict[str, list[RecordedStep]], out_dir: Path
 ) -> list[SampleLog]:
     """The pseudo-model ``themisto-reference`` per task: the developer's own cell for every example scored."""
-    by_task: dict[str, dict[str, Prediction]] = {}
+    by_task: dict[str, dict[tuple[str | None, str], Prediction]] = {}
+    stamps: dict[str, str] = {}
     for log in logs:
         examples = by_task.setdefault(log.task, {})
+        stamps[log.task] = max(stamps.get(log.task, ""), log.stamp)
         for p in log.predictions:
             code = recorded[p.trajectory_id][p.step].code
-            examples.setdefault(p.example_id, Prediction(p.example_id, p.trajectory_id, p.step, code, code))
+            reference = Prediction(p.example_id, p.trajectory_id, p.step, code, code, p.filter, p.doc)
+            examples.setdefault((p.filter, p.example_id), reference)
     folder = out_dir / REFERENCE_MODEL
-    return [SampleLog(task, folder, folder, list(examples.values())) for task, examples in sorted(by_task.items())]
+    return [
+        SampleLog(task, folder, folder, list(examples.values()), stamps[task])
+        for task, examples in sorted(by_task.items())
+    ]
+
+
+def write_reference_log(log: SampleLog) -> Path:
+    """The reference's lm-eval sample log, so reports show its row (the ceiling) beside the models'.
+
+    Its lines are those lm-eval writes (``doc``, ``target``, the responses,
+    ``filter``, ``metrics`` and their values), with the developer's cell as the
+    answer. The file is named with the newest stamp of the models' logs of the
+    task, so every shard of a run writes the same file.
+    """
+    from themisto.evaluation.metrics import score_sample
+    from themisto.vocabulary import METRIC_NAMES
+
+    stamp = log.stamp or time.strftime("%Y-%m-%dT%H-%M-%S.000000")
+    records = [
+        {
+            "doc_id": number,
+            "doc": p.doc,
+            "target": p.code,
+            "resps": [[p.code]],
+            "filtered_resps": [p.code],
+            "filter": p.filter or "none",
+            "metrics": list(METRIC_NAMES),
+            **score_sample(p.code, p.code),
+        }
+        for number, p in enumerate(log.predictions)
+    ]
+    path = log.out_dir / f"samples_{log.task}_{stamp}.jsonl"
+    write_records(path, records)
+    return path
 
 
 def plan_codes(logs: Sequence[SampleLog]) -> list[TrajectoryPlan]:
@@ -699,8 +748,8 @@ def exec_score(
     recorded = load_recorded({p.trajectory_id for log in logs for p in log.predictions}, data, trajectories)
     check_predictions(logs, recorded)
     check_options(options)
-    logs += reference_logs(logs, recorded, out if out is not None else Path(run_dirs[0]))
-    plans = plan_codes(logs)
+    references = reference_logs(logs, recorded, out if out is not None else Path(run_dirs[0]))
+    plans = plan_codes(logs + references)
     if shard is not None:
         plans = select_shard(plans, *shard)
     report = ExecReport()
@@ -727,7 +776,9 @@ def exec_score(
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     scored = {t.trajectory_id: t for t in report.trajectories}
-    for log in logs:
+    for log in references:
+        write_reference_log(log)
+    for log in logs + references:
         records = [
             scored[p.trajectory_id].scores[p.step, p.code].record(p)
             for p in log.predictions
