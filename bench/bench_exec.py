@@ -107,7 +107,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         plan_codes,
         reference_logs,
     )
-    from themisto.recording.kernel import RecordOptions
+    from themisto.recording.options import RecordOptions
     from themisto.recording.record import select_shard
 
     shard = (0, 4) if quick else None

@@ -22,7 +22,7 @@ from themisto.evaluation.execution import (
     state_key,
 )
 from themisto.evaluation.metrics import exact_match
-from themisto.recording.kernel import RecordOptions
+from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import Step, Variable, read_trajectory, write_trajectory
 from themisto.vocabulary import NEXT_CELL_TASK, REFERENCE_MODEL, RUNTIME_SUFFIX
@@ -205,12 +205,31 @@ def test_reference_is_the_ceiling_and_files_have_the_contract_format(
     for file in report.files:
         for line in map(json.loads, file.path.read_text().splitlines()):
             assert set(line) == {"example_id", "trajectory_id", "step", "exec_ok", "exec_match", "state_match"} | {
+                "filter",
                 "diverged",
                 "error",
             }
             assert all(line[name] in (0, 1) and type(line[name]) is int for name in ("exec_ok", "exec_match"))
     # distinct codes run once each: 13 predictions and 6 reference cells, one shared (step 5 and 6 of m2)
     assert report.executions == 13 + 6 - 2
+
+
+def test_the_report_reads_the_exec_samples_beside_the_models_and_the_reference(
+    scored: tuple[Path, ExecReport, float],
+) -> None:
+    from themisto.reporting.samples import load_samples
+
+    samples, notes = load_samples([scored[0]])
+    rows = {(s.model, s.task): s for s in samples}
+    assert set(rows) == {(model, task) for model, task in PREDICTIONS} | {
+        (REFERENCE_MODEL, NEXT_CELL_TASK),
+        (REFERENCE_MODEL, RUNTIME_TASK),
+    }
+    assert not [note for note in notes if "exec" in note]  # every line joined its sample
+    reference = rows[REFERENCE_MODEL, NEXT_CELL_TASK]
+    assert reference.scores["exec_match"] == [1.0] * 6 and reference.scores["exact_match"] == [1.0] * 6
+    killer = rows["m2", NEXT_CELL_TASK]
+    assert killer.scores["exec_ok"][killer.example_ids.index("shop/2")] == 0.0
 
 
 def test_a_step_whose_replay_diverged_is_excluded(recorded: Path, tmp_path: Path) -> None:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from themisto.cli.options import add_kernel_arguments, check_ranges, parse_shard, parse_size
-from themisto.vocabulary import DATA_ENV, EXEC_METRICS, REFERENCE_MODEL
+from themisto.cli.options import (
+    ProgressBars,
+    add_data_argument,
+    add_kernel_arguments,
+    add_quiet_argument,
+    check_ranges,
+    parse_shard,
+    record_options,
+)
+from themisto.recording.options import ENVIRONMENT
+from themisto.vocabulary import EXEC_METRICS, REFERENCE_MODEL
 
 if TYPE_CHECKING:
     from themisto.evaluation.execution import ExecReport, TrajectoryScores
@@ -33,9 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "run_dirs", nargs="+", metavar="RUN_DIR", help="folder with lm-eval sample logs (searched recursively)"
     )
-    parser.add_argument(
-        "--data", default=None, help=f"built dataset folder or Hub id (default: ${DATA_ENV}, else the bundled build)"
-    )
+    add_data_argument(parser, "built dataset whose trajectories config is replayed, a folder or Hub id")
     parser.add_argument(
         "--trajectories",
         nargs="+",
@@ -60,18 +66,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         " private copy of it and each prediction in a copy of that (default: an empty folder)",
     )
     parser.add_argument(
-        "--max-memory",
-        metavar="SIZE",
-        help="limit the kernel's private memory to SIZE (e.g. 512M, 2G; binary units), inherited by every"
-        " forked prediction: an allocation past it raises MemoryError (default: no limit)",
-    )
-    parser.add_argument(
-        "--max-cpu-seconds",
-        type=int,
-        metavar="S",
-        help="CPU seconds the replay kernel may use, and each forked prediction on its own (default: no limit)",
-    )
-    parser.add_argument(
         "--jobs", type=int, default=1, metavar="N", help="replay N trajectories at once, each in its own kernel"
     )
     parser.add_argument(
@@ -83,44 +77,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             " files are then named exec_samples_<task>.<I>-of-<N>.jsonl (concatenate the N parts)"
         ),
     )
+    add_quiet_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, score, print one summary line per trajectory and a table per model and task."""
     from themisto.evaluation.execution import exec_score
-    from themisto.recording.kernel import RecordOptions
 
     check_ranges(args, positive=("timeout",), at_least_one=("max_cpu_seconds", "jobs"))
-    options = RecordOptions(
-        timeout=args.timeout,
-        workdir=args.workdir,
-        kernel_name=args.kernel,
-        max_memory=None if args.max_memory is None else parse_size(args.max_memory),
-        max_cpu_seconds=args.max_cpu_seconds,
-    )
+    options, _ = record_options(args, ENVIRONMENT)
+    with ProgressBars(args.quiet) as bars:
 
-    def report(scores: TrajectoryScores) -> None:
-        diverged = f", {len(scores.diverged)} step(s) diverged" if scores.diverged else ""
-        print(
-            f"{scores.trajectory_id}: {scores.executions} prediction(s) run over {scores.steps_replayed} steps{diverged}",
-            file=sys.stderr,
+        def report(scores: TrajectoryScores) -> None:
+            diverged = f", {len(scores.diverged)} step(s) diverged" if scores.diverged else ""
+            bars.write(
+                f"{scores.trajectory_id}: {scores.executions} prediction(s) forked over"
+                f" {scores.steps_replayed} replayed steps{diverged}"
+            )
+
+        def report_failure(trajectory_id: str, error: Exception) -> None:
+            bars.write(f"{trajectory_id}: failed: {error}")
+
+        result = exec_score(
+            args.run_dirs,
+            data=args.data,
+            trajectories=args.trajectories,
+            output=args.output,
+            options=options,
+            jobs=args.jobs,
+            shard=None if args.shard is None else parse_shard(args.shard),
+            progress=bars,
+            finished=report,
+            failed=report_failure,
         )
-
-    def report_failure(trajectory_id: str, error: Exception) -> None:
-        print(f"{trajectory_id}: failed: {error}", file=sys.stderr)
-
-    result = exec_score(
-        args.run_dirs,
-        data=args.data,
-        trajectories=args.trajectories,
-        output=args.output,
-        options=options,
-        jobs=args.jobs,
-        shard=None if args.shard is None else parse_shard(args.shard),
-        progress=report,
-        failed=report_failure,
-    )
     print(summary_table(result))
     return 0
 

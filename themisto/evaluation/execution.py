@@ -75,6 +75,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -84,15 +85,10 @@ from typing import Any
 
 from themisto.exceptions import InputError, KernelError, short_message
 from themisto.jsonl import iter_json_objects
+from themisto.progress import Progress
 from themisto.recording import fork
-from themisto.recording.kernel import (
-    DEAD_KERNEL_ERROR,
-    KERNEL_START_TIMEOUT,
-    Execution,
-    Recorder,
-    RecordOptions,
-    check_options,
-)
+from themisto.recording.kernel import DEAD_KERNEL_ERROR, KERNEL_START_TIMEOUT, Execution, Recorder, check_options
+from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import OutputCollector, normalize_output
 from themisto.recording.record import raise_failures, select_shard
 from themisto.trajectory import Step, Variable, state_hash, trajectory_files
@@ -522,9 +518,16 @@ class TrajectoryScores:
 
 
 def score_trajectory(
-    trajectory_id: str, steps: Sequence[RecordedStep], wanted: dict[int, list[str]], options: RecordOptions
+    trajectory_id: str,
+    steps: Sequence[RecordedStep],
+    wanted: dict[int, list[str]],
+    options: RecordOptions,
+    on_step: Callable[[], None] | None = None,
 ) -> TrajectoryScores:
-    """Replay one trajectory once, running the codes ``wanted`` at each step in forked children before it."""
+    """Replay one trajectory once, running the codes ``wanted`` at each step in forked children before it.
+
+    ``on_step`` is called after each replayed step.
+    """
     result = TrajectoryScores(trajectory_id)
     if not wanted:
         return result
@@ -550,6 +553,8 @@ def score_trajectory(
                 result.fork_seconds += time.perf_counter() - started
                 replayed = recorder.run_cell(step.code, step.cell_id)
                 result.steps_replayed += 1
+                if on_step is not None:
+                    on_step()
                 fresh = replayed.error is not None and replayed.error.get("ename") == DEAD_KERNEL_ERROR
                 if fresh:
                     session = []
@@ -723,7 +728,8 @@ def exec_score(
     options: RecordOptions | None = None,
     jobs: int = 1,
     shard: tuple[int, int] | None = None,
-    progress: Callable[[TrajectoryScores], None] | None = None,
+    progress: Progress | None = None,
+    finished: Callable[[TrajectoryScores], None] | None = None,
     failed: Callable[[str, Exception], None] | None = None,
 ) -> ExecReport:
     """Score every next-cell prediction under ``run_dirs`` by execution; write ``exec_samples_<task>.jsonl`` files.
@@ -735,6 +741,8 @@ def exec_score(
     ``shard=(index, count)`` keeps only the trajectories of one shard (as
     ``themisto record`` does) and names its files ``exec_samples_<task>.<I>-of-<N>.jsonl``.
     The reference pseudo-model's files go to ``<output or the first run dir>/themisto-reference``.
+    ``progress`` is called as ``("exec-score", steps replayed, steps to replay)``, ``finished`` after
+    each trajectory, ``failed(trajectory_id, error)`` after each that failed.
     A trajectory that fails does not stop the others; its samples are left out
     of the files, and the failure is raised once all are written.
     """
@@ -754,10 +762,13 @@ def exec_score(
         plans = select_shard(plans, *shard)
     report = ExecReport()
     errors: list[Exception] = []
+    counter = _StepCounter(sum(max(plan.wanted) + 1 for plan in plans), progress)
     # Threads suffice: each worker mostly waits on its kernel and its children.
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="themisto-exec") as pool:
         futures = {
-            pool.submit(score_trajectory, plan.trajectory_id, recorded[plan.trajectory_id], plan.wanted, options): plan
+            pool.submit(
+                score_trajectory, plan.trajectory_id, recorded[plan.trajectory_id], plan.wanted, options, counter.step
+            ): plan
             for plan in plans
         }
         try:
@@ -770,8 +781,8 @@ def exec_score(
                         failed(futures[future].trajectory_id, exc)
                     continue
                 report.trajectories.append(scores)
-                if progress is not None:
-                    progress(scores)
+                if finished is not None:
+                    finished(scores)
         except BaseException:  # Ctrl-C: start no further trajectory
             pool.shutdown(wait=False, cancel_futures=True)
             raise
@@ -790,6 +801,20 @@ def exec_score(
             report.files.append(ExecFile(log.model, log.task, path, records))
     raise_failures(errors, len(plans))
     return report
+
+
+class _StepCounter:
+    """Steps replayed across the pool's threads, reported to a progress hook."""
+
+    def __init__(self, total: int, progress: Progress | None) -> None:
+        self.total, self.done, self._progress = total, 0, progress
+        self._lock = threading.Lock()
+
+    def step(self) -> None:
+        with self._lock:
+            self.done += 1
+            if self._progress is not None:
+                self._progress("exec-score", self.done, self.total)
 
 
 def write_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
