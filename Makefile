@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
 
-.PHONY: run test lint bench install clean
+.PHONY: run exec-score test lint bench install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,17 @@ run: $(STAMP)
 		THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model $$model -o runs/eval || exit 1; \
 	done
 	$(PY) -m themisto report runs/eval -o runs/report.md --plot runs/report.png
+
+# Execution-checked next-cell scores of the baselines on the committed build: each prediction (and the
+# developer's own cell, the ceiling) runs in the recorded kernel state; see README "Execute next-cell predictions".
+EXEC_BASELINES := themisto-empty themisto-repeat-last
+NEXT_CELL_TASKS := themisto_next_cell,themisto_next_cell_runtime
+
+exec-score: $(STAMP)
+	for model in $(EXEC_BASELINES); do \
+		$(PY) -m themisto eval --model $$model --tasks $(NEXT_CELL_TASKS) --data hf_dataset -o runs/exec || exit 1; \
+	done
+	$(PY) -m themisto exec-score runs/exec --data hf_dataset --jobs 2
 
 # ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
 lint: $(STAMP)

@@ -107,3 +107,5 @@ DUPLICATE_COLUMN = "duplicate_of"
 # ``samples_<task>_<timestamp>.jsonl``: per example these 0/1 outcomes (null: excluded).
 EXEC_SAMPLES_PREFIX = "exec_samples_"
 EXEC_METRICS = ("exec_ok", "exec_match", "state_match")
+# The pseudo-model whose prediction is the developer's own next cell: its exec_match is the ceiling.
+REFERENCE_MODEL = "themisto-reference"

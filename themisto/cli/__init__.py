@@ -20,7 +20,18 @@ from themisto.cli.options import error_line, option_flags
 from themisto.exceptions import ThemistoError
 
 # The order in which subcommands appear in ``themisto --help``.
-SUBCOMMANDS = ["record", "build", "show", "publish", "import_zenodo", "eval", "report", "stability", "tasks_path"]
+SUBCOMMANDS = [
+    "record",
+    "build",
+    "show",
+    "publish",
+    "import_zenodo",
+    "eval",
+    "exec_score",
+    "report",
+    "stability",
+    "tasks_path",
+]
 
 EXIT_BAD_INPUT = 2
 

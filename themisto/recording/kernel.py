@@ -278,10 +278,7 @@ class Recorder:
                 execution.elapsed = max(execution.elapsed - taken.seconds, 0.0)
             memory = self._memory()
         variables = taken.variables
-        full_text = render_outputs(outputs)
-        collector = execution.collector
-        length = len(full_text) + collector.dropped_chars - collector.dropped_trailing_newlines
-        text, truncated = cap_text(full_text, self.options.max_output_chars, length)
+        text, truncated, length = execution.collector.render(self.options.max_output_chars, outputs)
         step = Step(
             trajectory_id=self.trajectory_id,
             step=self.next_step,
@@ -339,6 +336,13 @@ class Recorder:
         """Pass a recorded :data:`RECORDING_STOPPED_ERROR` step without running it: restart, as it was recorded."""
         self._restarted = False
         self.restart()
+        self.next_step += 1
+
+    def replay(self, code: str) -> None:
+        """Re-run a cell only to rebuild kernel state: no step, no snapshot (execution-checked scoring)."""
+        self._restarted = False
+        if self._execute(code, silent=False, timeout=self.options.timeout).broken:
+            self.restart()
         self.next_step += 1
 
     def _expression(self) -> str:

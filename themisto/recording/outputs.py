@@ -127,6 +127,14 @@ class OutputCollector:
         else:
             self.outputs.append(self._fit(output))
 
+    def render(self, max_chars: int, outputs: list[dict[str, Any]] | None = None) -> tuple[str, bool, int]:
+        """The plain text of ``outputs`` (default: those collected) cut to ``max_chars``, whether it was
+        cut, and its full length, counting the stream text dropped past the budget."""
+        full_text = render_outputs(self.outputs if outputs is None else outputs)
+        length = len(full_text) + self.dropped_chars - self.dropped_trailing_newlines
+        text, truncated = cap_text(full_text, max_chars, length)
+        return text, truncated, length
+
     def _add_stream(self, output: dict[str, Any]) -> None:
         text = output["text"]
         room = max(self.budget, 0)

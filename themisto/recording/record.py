@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from themisto.exceptions import OptionError, ReplayDivergedError, SourceError, ThemistoError
 from themisto.filesystem import ExclusiveLock, lock_path, prepare_output_folder
@@ -277,8 +278,18 @@ def shard_of(trajectory_id: str, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-def select_shard(sources: list[SourceTrajectory], index: int, count: int) -> list[SourceTrajectory]:
-    """The sources of the 0-based shard ``index`` of ``count``, in their given order."""
+class Identified(Protocol):
+    """Anything that names its trajectory: a source, a scored trajectory."""
+
+    @property
+    def trajectory_id(self) -> str: ...
+
+
+Item = TypeVar("Item", bound=Identified)
+
+
+def select_shard(sources: list[Item], index: int, count: int) -> list[Item]:
+    """The items of the 0-based shard ``index`` of ``count``, in their given order."""
     if not (count >= 1 and 0 <= index < count):
         raise OptionError(
             "{shard} {index}/{count}: the index must be 0 to count-1 (shards are 0-based)", index=index, count=count
@@ -357,7 +368,7 @@ def record_source(
             stop.set()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-    _raise_failures(errors, len(sources))
+    raise_failures(errors, len(sources))
     return [written[source.trajectory_id] for source in sources]
 
 
@@ -368,7 +379,7 @@ def _file_names(out: Path, trajectory_id: str) -> list[str]:
     return [trajectory.name, lock_path(trajectory).name, provenance.name, f".{provenance.name}.partial"]
 
 
-def _raise_failures(errors: list[Exception], total: int) -> None:
+def raise_failures(errors: list[Exception], total: int) -> None:
     """Re-raise a lone or unexpected failure as itself; several input/kernel failures as one summary."""
     if not errors:
         return

@@ -594,11 +594,20 @@ def guard_streams() -> None:
 
 def install_code() -> str:
     """Code for a silent execution that installs this module in the kernel, binding no user name."""
-    with open(__file__, encoding="utf-8") as handle:
+    return module_install_code(__file__, MODULE_NAME, "<themisto-snapshot>", after="guard_streams")
+
+
+def module_install_code(path: str, name: str, filename: str, after: str | None = None) -> str:
+    """Code that executes the module source at ``path`` into ``sys.modules[name]`` of the kernel.
+
+    ``after`` names a function of the module to call once it is installed.
+    """
+    with open(path, encoding="utf-8") as handle:
         source = handle.read()
+    then = f", module.{after}()" if after else ""
     # Lambda parameters are locals, so nothing lands in the user namespace.
     return (
-        "(lambda module: (exec(compile({source!r}, {filename!r}, 'exec'), module.__dict__),"
-        " __import__('sys').modules.__setitem__({name!r}, module), module.guard_streams()))"
-        "(__import__('types').ModuleType({name!r}))"
-    ).format(source=source, filename="<themisto-snapshot>", name=MODULE_NAME)
+        f"(lambda module: (exec(compile({source!r}, {filename!r}, 'exec'), module.__dict__),"
+        f" __import__('sys').modules.__setitem__({name!r}, module){then}))"
+        f"(__import__('types').ModuleType({name!r}))"
+    )

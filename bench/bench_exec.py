@@ -1,0 +1,178 @@
+"""Cost of execution-checked scoring: ``themisto exec-score`` vs one replay plus the predictions' own run time.
+
+The run scored: ``themisto-empty`` and ``themisto-repeat-last`` on both
+next-cell tasks of the committed build (``hf_dataset``, the bundled corpus,
+``test`` split), plus the ``themisto-reference`` cells exec-score adds: every
+prediction ``make exec-score`` scores. Side by side, interleaved:
+
+- scoring: ``exec_score`` over that run, wall time (kernel starts included);
+- replay: each trajectory involved replayed once in a fresh kernel by the
+  same recorder (``themisto stability``'s replay: snapshot per step), up to
+  its last step with a prediction (the same steps scoring replays);
+- executing the predictions alone: the predictions' own run time, measured
+  around ``run_cell`` inside each forked child (distinct codes per step, as
+  scored).
+
+Rows: scoring / (replay + predictions), target (issue 14) <= 1.3x; the
+overhead per prediction run, target <= 20 ms, measured two ways: side by side,
+(scoring - replay - predictions) / runs, and within the scoring run, (wall
+time of the prediction requests - the predictions' own time) / runs, which
+load changes between the runs do not bias; and, for scale, what a bare
+``os.fork()`` and exit of the same kernel costs on this machine (the floor of a
+fork per prediction). Medians of 3 repetitions (``--quick``: 1 repetition of
+one shard of 4 trajectories).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ("themisto-empty", "themisto-repeat-last")
+TARGET_RATIO = 1.3
+TARGET_OVERHEAD_MS = 20.0
+
+
+def _run(folder: Path) -> Path:
+    """The baselines' next-cell sample logs under ``folder``, from real lm-eval runs."""
+    from themisto.evaluation import evaluate
+    from themisto.evaluation.execution import NEXT_CELL_TASKS
+
+    for model in MODELS:
+        evaluate(model, tasks=NEXT_CELL_TASKS, output_path=folder, data=str(ROOT / "hf_dataset"))
+    return folder
+
+
+def _replay(plans: list[Any], recorded: dict[str, Any], options: Any) -> float:
+    """Seconds to replay every planned trajectory once, up to its last planned step."""
+    from themisto.recording.stability import replay_outputs
+    from themisto.trajectory import Step
+
+    started = time.perf_counter()
+    for plan in plans:
+        steps = recorded[plan.trajectory_id][: max(plan.wanted) + 1]
+        with tempfile.TemporaryDirectory(prefix="themisto-bench-replay-") as workdir:
+            replay_outputs(
+                [
+                    Step(plan.trajectory_id, s.step, s.cell_id, s.code, s.output, None, 0.0, None, [], "", s.restarted)
+                    for s in steps
+                ],
+                _with_workdir(options, Path(workdir)),
+            )
+    return time.perf_counter() - started
+
+
+def _with_workdir(options: Any, workdir: Path) -> Any:
+    from dataclasses import replace
+
+    return replace(options, workdir=workdir)
+
+
+FORK_FLOOR_CODE = """
+import os as _os, time as _time, statistics as _statistics
+def _fork_exit():
+    started = _time.perf_counter()
+    pid = _os.fork()
+    if pid == 0:
+        _os._exit(0)
+    _os.waitpid(pid, 0)
+    return _time.perf_counter() - started
+print(1000 * _statistics.median(_fork_exit() for _ in range(20)))
+"""
+
+
+def _fork_floor(recorded: dict[str, Any], trajectory_id: str, options: Any) -> float:
+    """Milliseconds of a bare fork and exit of a kernel that ran a trajectory's first session (median of 20)."""
+    from themisto.recording.kernel import Recorder
+
+    with tempfile.TemporaryDirectory(prefix="themisto-bench-fork-") as workdir:
+        with Recorder("fork-floor", Path(workdir), _with_workdir(options, Path(workdir))) as recorder:
+            for step in recorded[trajectory_id]:
+                if step.restarted:
+                    break
+                recorder.replay(step.code)
+            return float(recorder.run_cell(FORK_FLOOR_CODE, "fork-floor").output.splitlines()[-1])
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    from themisto.evaluation.execution import (
+        exec_score,
+        find_sample_logs,
+        load_recorded,
+        plan_codes,
+        reference_logs,
+    )
+    from themisto.recording.options import RecordOptions
+    from themisto.recording.record import select_shard
+
+    shard = (0, 4) if quick else None
+    repetitions = 1 if quick else 3
+    options = RecordOptions(timeout=120)
+    scoring, replay, own, within, floor, runs = [], [], [], [], [], 0
+    with tempfile.TemporaryDirectory(prefix="themisto-bench-exec-") as scratch:
+        run_dir = _run(Path(scratch) / "run")
+        logs = find_sample_logs([run_dir])
+        recorded = load_recorded({p.trajectory_id for log in logs for p in log.predictions}, str(ROOT / "hf_dataset"))
+        plans = plan_codes(logs + reference_logs(logs, recorded, run_dir))
+        if shard is not None:
+            plans = select_shard(plans, *shard)
+        for repetition in range(repetitions):
+            replay.append(_replay(plans, recorded, options))
+            started = time.perf_counter()
+            report = exec_score(
+                [run_dir],
+                data=str(ROOT / "hf_dataset"),
+                output=Path(scratch) / f"out{repetition}",
+                options=options,
+                shard=shard,
+            )
+            scoring.append(time.perf_counter() - started)
+            own.append(report.execution_seconds)
+            runs = report.executions
+            within.append(1000 * (report.fork_seconds - report.execution_seconds) / runs)
+            floor.append(_fork_floor(recorded, plans[0].trajectory_id, options))
+            print(
+                f"bench_exec: repetition {repetition + 1}: scoring {scoring[-1]:.1f} s, replay {replay[-1]:.1f} s,"
+                f" predictions {own[-1]:.1f} s ({runs} runs, {report.steps_replayed} steps),"
+                f" overhead within the run {within[-1]:.1f} ms per run, bare fork {floor[-1]:.1f} ms",
+                file=sys.stderr,
+            )
+    score_s, replay_s, own_s = (statistics.median(values) for values in (scoring, replay, own))
+    ratio = score_s / (replay_s + own_s)
+    overhead_ms = 1000 * (score_s - replay_s - own_s) / runs
+    within_ms, floor_ms = statistics.median(within), statistics.median(floor)
+    scope = f"{len(plans)} trajectories, {runs} prediction runs, median of {repetitions}"
+    return [
+        {
+            "benchmark": "exec",
+            "measure": "exec-score / (one replay + the predictions' own run time), bundled build's test split",
+            "target": f"<= {TARGET_RATIO}x",
+            "value": f"{ratio:.2f}x ({score_s:.1f} s vs {replay_s:.1f} + {own_s:.1f} s; {scope})",
+            "passed": ratio <= TARGET_RATIO,
+        },
+        {
+            "benchmark": "exec",
+            "measure": "exec-score overhead per prediction run (fork, copy, capture, snapshot, compare)",
+            "target": f"<= {TARGET_OVERHEAD_MS:g} ms",
+            "value": f"{overhead_ms:.1f} ms side by side; {within_ms:.1f} ms within the scoring run",
+            "passed": max(overhead_ms, within_ms) <= TARGET_OVERHEAD_MS,
+        },
+        {
+            "benchmark": "exec",
+            "measure": "bare os.fork() + exit of the replay kernel (pandas, scikit-learn loaded), median of 20",
+            "target": "measured",
+            "value": f"{floor_ms:.1f} ms",
+            "passed": None,
+        },
+    ]
+
+
+if __name__ == "__main__":
+    from run_all import main  # bench/ is on sys.path when a benchmark runs as a script
+
+    sys.exit(main([*sys.argv[1:], Path(__file__).stem]))

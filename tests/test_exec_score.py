@@ -1,0 +1,378 @@
+"""Execution-checked next-cell scoring, with real kernels: a notebook recorded by the real recorder, sample
+logs in lm-eval's format holding chosen predictions, and ``exec_score`` replaying it once with forks."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import psutil
+import pytest
+
+from themisto.cli import main
+from themisto.evaluation.execution import (
+    ExecReport,
+    ForkingRecorder,
+    exec_samples_name,
+    exec_score,
+    parse_outcome,
+    state_key,
+)
+from themisto.evaluation.metrics import exact_match
+from themisto.recording.options import RecordOptions
+from themisto.recording.record import record_source
+from themisto.trajectory import Step, Variable, read_trajectory, write_trajectory
+from themisto.vocabulary import NEXT_CELL_TASK, REFERENCE_MODEL, RUNTIME_SUFFIX
+
+RUNTIME_TASK = NEXT_CELL_TASK + RUNTIME_SUFFIX
+CELLS = [
+    "import os\nimport pandas as pd",
+    "df = pd.DataFrame({'price': [1.5, 2.5], 'qty': [2, 4]})",
+    "open('notes.txt', 'w').write('hello')",
+    "counter = 10",
+    "print('total:', (df['price'] * df['qty']).sum())",
+    "counter + 1",
+    "print(open('notes.txt').read())",
+    "x = [1, 2, 3]",
+]
+# A child process the prediction at step 7 starts, found by its unusual argument after scoring.
+SLEEPER = "3131.5"
+# Predictions per model and task: {step: code}. At one step the codes run in this order (files sorted by
+# path, lines in order), so a destructive prediction runs before the one that checks it had no effect.
+PREDICTIONS: dict[tuple[str, str], dict[int, str]] = {
+    ("m1", NEXT_CELL_TASK): {
+        3: "counter = 5 + 5",  # another text for the same state
+        4: 'print("total:",  (df["price"]*df["qty"]).sum())  # the total',  # reformatted developer's cell
+        5: "counter = 99",  # rebinds a global
+        6: "os.remove('notes.txt')",  # deletes a file the developer's cell reads
+    },
+    ("m1", RUNTIME_TASK): {
+        3: "counter = 11",  # no output either, but another state
+        4: "df['qty'].sum()",  # a column only the runtime state has
+        5: "while True:\n    pass",  # loops forever
+        6: "open('notes.txt', 'w').write('changed')",  # rewrites the file
+    },
+    ("m2", NEXT_CELL_TASK): {
+        2: "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",  # kills the kernel itself
+        4: "df['quantity'].sum()",  # a misspelled column
+        5: "counter + 1",  # the developer's cell, after the rebinding and the endless loop
+        6: "print(open('notes.txt').read())",  # the developer's cell, after the deletion and the rewrite
+        7: f"import subprocess\nchild = subprocess.Popen(['sleep', '{SLEEPER}'])",
+    },
+}
+TIMEOUT = 15.0
+
+
+def _record(folder: Path) -> Path:
+    """The notebook recorded by the real recorder; returns the trajectory file."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in CELLS]
+    source = folder / "shop.ipynb"
+    nbformat.write(notebook, source)
+    workdir = folder / "recording-workdir"
+    workdir.mkdir()
+    (path,) = record_source(source, folder / "trajectories", RecordOptions(workdir=workdir))
+    return path
+
+
+def _sample(trajectory: list[Step], step: int, prediction: str) -> dict[str, Any]:
+    """One line of an lm-eval next-cell sample log, as ``--log_samples`` writes it."""
+    target, trajectory_id = trajectory[step].code, trajectory[step].trajectory_id
+    doc = {"example_id": f"{trajectory_id}/{step}", "trajectory_id": trajectory_id, "step": step, "target": target}
+    return {
+        "doc_id": step,
+        "doc": doc,
+        "target": target,
+        "resps": [[prediction]],
+        "filtered_resps": [prediction],
+        "filter": "answer",
+        "metrics": ["exact_match"],
+        "exact_match": exact_match(prediction, target),
+    }
+
+
+def _write_logs(run_dir: Path, trajectory: list[Step], predictions: dict[tuple[str, str], dict[int, str]]) -> None:
+    for (model, task), by_step in predictions.items():
+        lines = [json.dumps(_sample(trajectory, step, code)) for step, code in by_step.items()]
+        folder = run_dir / model
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"samples_{task}_2026-01-01T00-00-00.000000.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = _record(tmp_path_factory.mktemp("exec-recorded"))
+    assert [step.output for step in read_trajectory(path)][4:7] == ["total: 13.0", "11", "hello"]
+    return path
+
+
+@pytest.fixture(scope="module")
+def scored(recorded: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ExecReport, float]:
+    run_dir = tmp_path_factory.mktemp("exec-run")
+    _write_logs(run_dir, read_trajectory(recorded), PREDICTIONS)
+    started = time.monotonic()
+    report = exec_score([run_dir], trajectories=[recorded], options=RecordOptions(timeout=TIMEOUT))
+    return run_dir, report, time.monotonic() - started
+
+
+def _lines(run_dir: Path, model: str, task: str) -> dict[int, dict[str, Any]]:
+    path = run_dir / model / exec_samples_name(task)
+    return {record["step"]: record for record in map(json.loads, path.read_text().splitlines())}
+
+
+def test_reformatted_cell_matches_by_execution_not_text(scored: tuple[Path, ExecReport, float]) -> None:
+    run_dir = scored[0]
+    line = _lines(run_dir, "m1", NEXT_CELL_TASK)[4]
+    prediction = PREDICTIONS["m1", NEXT_CELL_TASK][4]
+    assert exact_match(prediction, CELLS[4]) == 0.0
+    assert (line["exec_ok"], line["exec_match"], line["state_match"], line["error"]) == (1, 1, 1, None)
+
+
+def test_runtime_column_runs_and_misspelled_column_fails(scored: tuple[Path, ExecReport, float]) -> None:
+    run_dir = scored[0]
+    runs = _lines(run_dir, "m1", RUNTIME_TASK)[4]
+    fails = _lines(run_dir, "m2", NEXT_CELL_TASK)[4]
+    assert (runs["exec_ok"], runs["exec_match"], runs["error"]) == (1, 0, None)
+    assert (fails["exec_ok"], fails["exec_match"]) == (0, 0)
+    assert fails["error"] == "KeyError: 'quantity'"
+
+
+def test_state_match_compares_the_namespace(scored: tuple[Path, ExecReport, float]) -> None:
+    run_dir = scored[0]
+    same = _lines(run_dir, "m1", NEXT_CELL_TASK)[3]
+    other = _lines(run_dir, "m1", RUNTIME_TASK)[3]
+    # neither prints anything, so both outputs match; only the namespace tells them apart
+    assert (same["exec_match"], same["state_match"]) == (1, 1)
+    assert (other["exec_match"], other["state_match"]) == (1, 0)
+
+
+def test_deleted_file_and_rebound_global_do_not_reach_the_next_prediction(
+    scored: tuple[Path, ExecReport, float],
+) -> None:
+    run_dir = scored[0]
+    m1 = _lines(run_dir, "m1", NEXT_CELL_TASK)
+    assert m1[5]["exec_ok"] == 1 and m1[6]["exec_ok"] == 1  # the rebinding and the deletion ran
+    after = _lines(run_dir, "m2", NEXT_CELL_TASK)
+    assert (after[5]["exec_match"], after[5]["state_match"]) == (1, 1)  # counter is 10 again: 11
+    assert (after[6]["exec_match"], after[6]["state_match"]) == (1, 1)  # notes.txt is back, unchanged
+    # nor the replay: the developer's cells after them reproduce their recorded outputs
+    reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)
+    assert not any(line["diverged"] for line in reference.values())
+
+
+def test_endless_loop_ends_at_the_timeout_and_the_next_prediction_runs(
+    scored: tuple[Path, ExecReport, float],
+) -> None:
+    run_dir, _, elapsed = scored
+    loop = _lines(run_dir, "m1", RUNTIME_TASK)[5]
+    assert (loop["exec_ok"], loop["exec_match"], loop["state_match"]) == (0, 0, 0)
+    assert loop["error"] == f"TimeoutError: cell did not finish within {TIMEOUT:g} s"
+    assert _lines(run_dir, "m2", NEXT_CELL_TASK)[5]["exec_match"] == 1
+    assert elapsed < 10 * TIMEOUT  # one timeout, not the kernel's whole budget
+
+
+def test_a_prediction_that_kills_the_kernel_fails_alone(scored: tuple[Path, ExecReport, float]) -> None:
+    run_dir = scored[0]
+    killer = _lines(run_dir, "m2", NEXT_CELL_TASK)[2]
+    assert (killer["exec_ok"], killer["exec_match"]) == (0, 0)
+    assert killer["error"].startswith("DeadKernelError")
+    # the developer's cell at that step ran again after the kernel was rebuilt, and the replay went on
+    reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)
+    assert reference[2]["exec_match"] == 1 and reference[4]["exec_match"] == 1
+
+
+def test_nothing_a_prediction_started_outlives_scoring(scored: tuple[Path, ExecReport, float]) -> None:
+    run_dir = scored[0]
+    assert _lines(run_dir, "m2", NEXT_CELL_TASK)[7]["exec_ok"] == 1  # it did start the process
+    survivors = []
+    for process in psutil.process_iter(["cmdline"]):
+        if SLEEPER in (process.info["cmdline"] or []):
+            survivors.append(process.pid)
+    assert survivors == []
+
+
+def test_reference_is_the_ceiling_and_files_have_the_contract_format(
+    scored: tuple[Path, ExecReport, float],
+) -> None:
+    run_dir, report = scored[0], scored[1]
+    reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)
+    # the union of the examples of every model's log of that task, each the developer's own cell
+    assert sorted(reference) == [2, 3, 4, 5, 6, 7]
+    assert all((line["exec_ok"], line["exec_match"], line["state_match"]) == (1, 1, 1) for line in reference.values())
+    for file in report.files:
+        for line in map(json.loads, file.path.read_text().splitlines()):
+            assert set(line) == {"example_id", "trajectory_id", "step", "exec_ok", "exec_match", "state_match"} | {
+                "filter",
+                "diverged",
+                "error",
+            }
+            assert all(line[name] in (0, 1) and type(line[name]) is int for name in ("exec_ok", "exec_match"))
+    # distinct codes run once each: 13 predictions and 6 reference cells, one shared (step 5 and 6 of m2)
+    assert report.executions == 13 + 6 - 2
+
+
+def test_the_report_reads_the_exec_samples_beside_the_models_and_the_reference(
+    scored: tuple[Path, ExecReport, float],
+) -> None:
+    from themisto.reporting.samples import load_samples
+
+    samples, notes = load_samples([scored[0]])
+    rows = {(s.model, s.task): s for s in samples}
+    assert set(rows) == {(model, task) for model, task in PREDICTIONS} | {
+        (REFERENCE_MODEL, NEXT_CELL_TASK),
+        (REFERENCE_MODEL, RUNTIME_TASK),
+    }
+    assert not [note for note in notes if "exec" in note]  # every line joined its sample
+    reference = rows[REFERENCE_MODEL, NEXT_CELL_TASK]
+    assert reference.scores["exec_match"] == [1.0] * 6 and reference.scores["exact_match"] == [1.0] * 6
+    killer = rows["m2", NEXT_CELL_TASK]
+    assert killer.scores["exec_ok"][killer.example_ids.index("shop/2")] == 0.0
+
+
+def test_a_step_whose_replay_diverged_is_excluded(recorded: Path, tmp_path: Path) -> None:
+    steps = read_trajectory(recorded)
+    steps[5].output = "12"  # the recording disagrees with what the replay will print
+    changed = tmp_path / "shop.jsonl"
+    write_trajectory(changed, steps)
+    run_dir = tmp_path / "run"
+    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {5: "counter + 1", 6: CELLS[6]}})
+    exec_score([run_dir], trajectories=[changed], options=RecordOptions(timeout=60))
+    lines = _lines(run_dir, "m", NEXT_CELL_TASK)
+    assert lines[5]["diverged"] is True
+    assert (lines[5]["exec_ok"], lines[5]["exec_match"], lines[5]["state_match"]) == (None, None, None)
+    assert lines[6]["diverged"] is False and lines[6]["exec_match"] == 1
+
+
+def test_state_key_ignores_size_and_addresses_but_not_values() -> None:
+    a = Variable("f", "function", 136, "<function f at 0x7f3a2c1b>")
+    b = Variable("f", "function", 144, "<function f at 0x7e0000aa>", size_method="getsizeof")
+    assert state_key([a]) == state_key([b])
+    assert state_key([a]) != state_key([Variable("g", "function", 136, "<function g at 0x7f3a2c1b>")])
+
+
+def test_cli_scores_a_real_lm_eval_run_with_trajectories_from_the_build(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from themisto.building.parquet import build_dataset
+    from themisto.building.tasks import SelectionOptions
+
+    data = tmp_path / "data"
+    build_dataset([recorded], data, SelectionOptions(sample="all", quantile=1.0))
+    run_dir = tmp_path / "run"
+    tasks = f"{NEXT_CELL_TASK},{RUNTIME_TASK}"
+    assert (
+        main(["eval", "--model", "themisto-repeat-last", "--tasks", tasks, "--data", str(data), "-o", str(run_dir)])
+        == 0
+    )
+    out = tmp_path / "out"
+    assert main(["exec-score", str(run_dir), "--data", str(data), "-o", str(out), "--timeout", "60"]) == 0
+    table = capsys.readouterr().out
+    assert f"| {REFERENCE_MODEL} | {NEXT_CELL_TASK} | 8 | 0 | 1.000" in table
+    for task in (NEXT_CELL_TASK, RUNTIME_TASK):
+        repeat = _lines(out, "themisto-repeat-last", task)
+        assert sorted(repeat) == list(range(8))
+        # repeating the last cell reproduces the output only where the developer re-ran a cell of equal output:
+        # step 0 (empty prediction, no output) and the silent assignments
+        assert repeat[4]["exec_match"] == 0 and repeat[0]["exec_match"] == 1
+    assert not list(run_dir.rglob("exec_samples_*"))  # -o: nothing written next to the logs
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["exec-score", "{missing}"], "run folder not found"),
+        (["exec-score", "{empty}"], "no next-cell sample logs"),
+        (["exec-score", "{run}", "--trajectories", "{other}"], "trajectory shop of the samples is not in"),
+        (["exec-score", "{run}", "--trajectories", "{recorded}", "--shard", "2/2"], "shard 2/2"),
+        (["exec-score", "{run}", "--trajectories", "{recorded}", "--timeout", "0"], "--timeout must be positive"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    run_dir, empty, other = tmp_path / "run", tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    other.mkdir()
+    (other / "x.jsonl").write_text(read_trajectory(recorded)[0].to_json().replace('"shop"', '"x"') + "\n")
+    _write_logs(run_dir, read_trajectory(recorded), {("m", NEXT_CELL_TASK): {1: "pass"}})
+    paths = {"missing": tmp_path / "nope", "empty": empty, "run": run_dir, "other": other, "recorded": recorded}
+    assert main([argument.format(**paths) for argument in arguments]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_target_that_is_not_the_trajectory_step_is_rejected(recorded: Path, tmp_path: Path) -> None:
+    steps = read_trajectory(recorded)
+    run_dir = tmp_path / "run"
+    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {3: "pass"}})
+    path = next(run_dir.rglob("samples_*.jsonl"))
+    path.write_text(path.read_text().replace("counter = 10", "counter = 12"))
+    with pytest.raises(Exception, match="pass the trajectories the dataset was built from"):
+        exec_score([run_dir], trajectories=[recorded])
+
+
+def test_predictions_run_under_the_recorders_limits_and_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in ("n = 3", "n * 2")]
+    source = tmp_path / "small.ipynb"
+    nbformat.write(notebook, source)
+    (recorded,) = record_source(source, tmp_path / "trajectories", RecordOptions(workdir=tmp_path))
+    steps = read_trajectory(recorded)
+    run_dir = tmp_path / "run"
+    predictions = {
+        ("m", NEXT_CELL_TASK): {1: "while True:\n    pass"},  # burns CPU: the child's own CPU limit ends it
+        ("m", RUNTIME_TASK): {1: "blob = bytearray(3 * 2**30)"},  # past the memory limit
+        # prints the developer's output, 6, only if the scorer's token did not reach the prediction
+        ("n", NEXT_CELL_TASK): {1: "import os\nprint(0 if 'HF_TOKEN' in os.environ else 6)"},
+    }
+    _write_logs(run_dir, steps, predictions)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    options = RecordOptions(timeout=120, max_cpu_seconds=8, max_memory=2**30)
+    started = time.monotonic()
+    exec_score([run_dir], trajectories=[recorded], options=options)
+    assert time.monotonic() - started < 120  # the CPU limit, not the timeout, ended the loop
+    loop = _lines(run_dir, "m", NEXT_CELL_TASK)[1]
+    assert (loop["exec_ok"], loop["error"]) == (0, "ChildProcessError: the cell ended its process (killed by SIGXCPU)")
+    assert _lines(run_dir, "m", RUNTIME_TASK)[1]["error"].startswith("MemoryError")
+    assert _lines(run_dir, "n", NEXT_CELL_TASK)[1]["exec_match"] == 1
+    reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)[1]
+    assert (reference["exec_match"], reference["state_match"]) == (1, 1)  # the kernel survived both
+
+
+def test_children_capture_every_output_and_publish_nothing_on_the_kernels_channels(tmp_path: Path) -> None:
+    codes = {
+        "print('out')": "out",
+        "import sys\nprint('err', file=sys.stderr)": "err",
+        "from IPython.display import display\ndisplay('shown')\nprint('after')": "'shown'\nafter",
+        "print('before')\n1 / 0": "before\nZeroDivisionError: division by zero",
+        "x": "41",
+        "import os\nos.system('echo from-fd')": "0\nfrom-fd",  # the result, then the fd output at the end
+        "import warnings\nwarnings.warn('careful', FutureWarning)": "FutureWarning: careful",
+    }
+    options = RecordOptions(timeout=60)
+    (tmp_path / "work").mkdir()
+    recorder = ForkingRecorder("t", tmp_path / "work", options, scratch=tmp_path)
+    with recorder:
+        recorder.run_cell("x = 41", "c")
+        execution = recorder.fork_execution(list(codes))
+        # a child writing to the kernel's IOPub socket would publish under this request's header
+        assert execution.collector.outputs == []
+        assert execution.reply is not None and execution.reply["content"]["status"] == "ok"
+        results = json.loads(execution.reply["content"]["user_expressions"]["fork"]["data"]["text/plain"])
+        before = recorder.before()
+        assert before is not None
+        outcomes = [parse_outcome(result, options, before) for result in results]
+        # and the parent's own next cell is unaffected
+        assert recorder.run_cell("print(x)", "d").output == "41"
+    for (code, expected), outcome in zip(codes.items(), outcomes, strict=True):
+        if "warn" in code:  # the warning names the cell's file, which holds the process id
+            assert outcome.output.endswith("FutureWarning: careful\n  warnings.warn('careful', FutureWarning)")
+        else:
+            assert outcome.output == expected, code
+    assert [outcome.ok for outcome in outcomes] == [True, True, True, False, True, True, True]
+    assert outcomes[3].error == "ZeroDivisionError: division by zero"

@@ -1,0 +1,138 @@
+"""``themisto exec-score``: run next-cell predictions in the recorded kernel state; write exec samples."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from themisto.cli.options import (
+    ProgressBars,
+    add_data_argument,
+    add_kernel_arguments,
+    add_quiet_argument,
+    check_ranges,
+    parse_shard,
+    record_options,
+)
+from themisto.recording.options import ENVIRONMENT
+from themisto.vocabulary import EXEC_METRICS, REFERENCE_MODEL
+
+if TYPE_CHECKING:
+    from themisto.evaluation.execution import ExecReport, TrajectoryScores
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``exec-score`` subcommand."""
+    parser = subparsers.add_parser(
+        "exec-score",
+        help="execute next-cell predictions in the recorded kernel state (exec_ok, exec_match, state_match)",
+        description=(
+            "For every next-cell prediction in the lm-eval sample logs under RUN_DIR"
+            " (samples_themisto_next_cell*_<timestamp>.jsonl, the newest of each task per folder), run the"
+            " predicted cell in the kernel state before its step, in a forked child of a kernel that replays"
+            " the trajectory once, and write exec_samples_<task>.jsonl next to the log: exec_ok (ran without"
+            " an exception), exec_match (output equals the developer's cell's, normalised), state_match (the"
+            " namespace after it equals the developer's), error, and diverged (the replay of that step did not"
+            f" reproduce its recorded output: excluded). The developer's own cells are scored as {REFERENCE_MODEL}:"
+            " its exec_match is the ceiling."
+        ),
+    )
+    parser.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="folder with lm-eval sample logs (searched recursively)"
+    )
+    add_data_argument(parser, "built dataset whose trajectories config is replayed, a folder or Hub id")
+    parser.add_argument(
+        "--trajectories",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="trajectory .jsonl files or folders to replay (default: the build's trajectories config)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help=(
+            "write exec samples under OUT, in the same folders relative to each RUN_DIR (default: next to each"
+            f" sample log); the reference's go to OUT/{REFERENCE_MODEL} (default: the first RUN_DIR's)"
+        ),
+    )
+    add_kernel_arguments(
+        parser,
+        "folder the replay starts from, e.g. the data files the notebooks read: each trajectory replays in a"
+        " private copy of it and each prediction in a copy of that (default: an empty folder)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, metavar="N", help="replay N trajectories at once, each in its own kernel"
+    )
+    parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help=(
+            "score only the trajectories of shard I (0-based) of N, chosen as themisto record chooses them;"
+            " files are then named exec_samples_<task>.<I>-of-<N>.jsonl (concatenate the N parts)"
+        ),
+    )
+    add_quiet_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the options, score, print one summary line per trajectory and a table per model and task."""
+    from themisto.evaluation.execution import exec_score
+
+    check_ranges(args, positive=("timeout",), at_least_one=("max_cpu_seconds", "jobs"))
+    options, _ = record_options(args, ENVIRONMENT)
+    with ProgressBars(args.quiet) as bars:
+
+        def report(scores: TrajectoryScores) -> None:
+            diverged = f", {len(scores.diverged)} step(s) diverged" if scores.diverged else ""
+            bars.write(
+                f"{scores.trajectory_id}: {scores.executions} prediction(s) forked over"
+                f" {scores.steps_replayed} replayed steps{diverged}"
+            )
+
+        def report_failure(trajectory_id: str, error: Exception) -> None:
+            bars.write(f"{trajectory_id}: failed: {error}")
+
+        result = exec_score(
+            args.run_dirs,
+            data=args.data,
+            trajectories=args.trajectories,
+            output=args.output,
+            options=options,
+            jobs=args.jobs,
+            shard=None if args.shard is None else parse_shard(args.shard),
+            progress=bars,
+            finished=report,
+            failed=report_failure,
+        )
+    print(summary_table(result))
+    return 0
+
+
+def summary_table(result: ExecReport) -> str:
+    """One Markdown row per model and task: samples, excluded ones, and each exec metric's mean with its 95% CI."""
+    from themisto.evaluation.execution import exec_metric_values
+    from themisto.reporting.stats import bootstrap_ci
+
+    lines = [
+        "| model | task | samples | excluded | " + " | ".join(EXEC_METRICS) + " |",
+        "|---|---|---:|---:|" + "---:|" * len(EXEC_METRICS),
+    ]
+    for file in sorted(result.files, key=lambda f: (f.model == REFERENCE_MODEL, f.model, f.task)):
+        cells = []
+        for metric in EXEC_METRICS:
+            values = exec_metric_values(file.records, metric)
+            if not values:
+                cells.append("-")
+                continue
+            interval = bootstrap_ci(values)
+            cells.append(f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]")
+        excluded = sum(record["exec_ok"] is None for record in file.records)
+        lines.append(f"| {file.model} | {file.task} | {len(file.records)} | {excluded} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

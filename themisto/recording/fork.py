@@ -1,0 +1,528 @@
+"""Run cells in forked copies of an IPython kernel, from inside that kernel.
+
+Execution-checked scoring (:mod:`themisto.evaluation.execution`) replays a
+trajectory once and, at each step where predictions wait, runs every
+prediction in the state *before* that step. The scorer sends this module's
+source text to the kernel, which executes it into a private module registered
+as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
+:mod:`themisto.recording.snapshot`), and evaluates :func:`run` as the
+``user_expression`` of a silent execute request. For each cell :func:`run`:
+
+1. copies the kernel's working directory into a private folder (before the
+   fork, so the copy is not charged to the cell's time limit);
+2. forks the kernel process (``os.fork``): the child has the parent's whole
+   state, copy-on-write, and the parent's state is untouched by what the child
+   does;
+3. in the child: moves into a process group of its own (so a timeout kills the
+   child and whatever it started); points file descriptors 1 and 2 at a
+   private file, and ``sys.stdout``/``sys.stderr`` at capturing streams that
+   flush the way ipykernel's do (before every rich output, on ``flush()``, at
+   the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
+   ``Session`` objects with a capture, so every message the shell would publish
+   (``display_data``, ``execute_result``, ``error`` tracebacks, ``clear_output``,
+   comm traffic) is kept in order and nothing reaches the kernel's sockets;
+   moves into its copy of the working directory; limits OpenMP to one thread
+   (see :func:`single_threaded_openmp`); runs the cell with ``shell.run_cell(code, store_history=False)`` (no
+   write to the history database, no execution count); sends the outcome and
+   the captured messages through a pipe; takes the snapshot of its namespace
+   (:func:`themisto.recording.snapshot.take`, reusing the parent's description
+   cache copy-on-write); sends it; and leaves by ``os._exit``, never returning
+   into the kernel;
+4. in the parent: reads the child's frames until the cell's deadline (then the
+   snapshot's) and kills the child's process group (at a deadline, and after
+   every cell, so nothing it started survives). Cells run one at a time, but
+   the next child is forked while the current one runs, and killed children
+   are reaped (and their folders deleted) once all cells of the request have
+   run: a fork and an exit cost tens of milliseconds for a kernel that loaded
+   pandas and scikit-learn (about 1,400 memory mappings to copy or unmap),
+   and overlap the cells instead of adding to them.
+
+Each frame is one line of JSON. The module uses only the standard library and
+IPython (present in any IPython kernel), and is importable in-process so its
+helpers are tested directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+MODULE_NAME = "_themisto_fork"
+SNAPSHOT_MODULE = "_themisto_snapshot"
+# ipykernel's OutStream publishes buffered text this long after the first write (its flush_interval).
+FLUSH_INTERVAL = 0.2
+# Non-stream messages a child keeps, in JSON characters, as a multiple of the output budget;
+# the scorer's OutputCollector then applies the budget itself, as the recorder does.
+RICH_BUDGET_FACTOR = 4
+_READ_CHUNK = 1 << 16
+# Linux ``ioctl(dst, FICLONE, src)``: share the source's blocks copy-on-write (btrfs, XFS, bcachefs).
+_FICLONE = 0x40049409
+
+
+# --- the working directory ------------------------------------------------------------------
+
+
+def clone_file(source: str, target: str) -> None:
+    """Copy one file with its times: a copy-on-write clone where the filesystem offers one, else a copy."""
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        try:
+            import fcntl
+
+            fcntl.ioctl(writer.fileno(), _FICLONE, reader.fileno())
+        except (ImportError, OSError):
+            shutil.copyfileobj(reader, writer, 1 << 20)
+    shutil.copystat(source, target)
+
+
+def _copy_regular(source: str, target: str) -> None:
+    """``copytree``'s copy function: regular files only (reading a FIFO or a socket would block)."""
+    if stat.S_ISREG(os.stat(source).st_mode):
+        clone_file(source, target)
+
+
+def copy_tree(source: str, target: str) -> None:
+    """Copy the contents of the folder ``source`` into the folder ``target`` (made if missing): files
+    cloned, symbolic links kept as links, anything else (FIFOs, sockets) left out."""
+    shutil.copytree(source, target, symlinks=True, copy_function=_copy_regular, dirs_exist_ok=True)
+
+
+def _private_cwd(root: str, copy: str) -> str:
+    """Where the child works: the same place inside ``copy`` as the kernel's cwd is inside ``root``.
+
+    A kernel whose notebook ``os.chdir``-ed out of its working directory keeps
+    that folder (a cell can always reach files by absolute paths).
+    """
+    try:
+        here = os.getcwd()
+    except OSError:  # the cwd was deleted
+        return copy
+    relative = os.path.relpath(here, root)
+    if relative == os.curdir:
+        return copy
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return here
+    return os.path.join(copy, relative)
+
+
+# --- capture in the child -------------------------------------------------------------------
+
+
+class Capture:
+    """The messages a forked cell would have published, in order, within a budget.
+
+    ``budget`` bounds the stream text kept (the rest is counted, as the
+    recorder's OutputCollector counts it, so a truncated output names its real
+    length); rich messages are kept up to ``RICH_BUDGET_FACTOR`` times the
+    budget in JSON characters, beyond which only their ``text/plain`` length is
+    counted.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.stream_room = budget
+        self.rich_room = budget * RICH_BUDGET_FACTOR
+        self.dropped_chars = 0
+        self.dropped_trailing_newlines = 0
+        self.streams = {name: CaptureStream(name, self) for name in ("stdout", "stderr")}
+
+    def add_stream(self, name: str, text: str) -> None:
+        kept = text[: max(self.stream_room, 0)]
+        dropped = text[len(kept) :]
+        if dropped:
+            self.dropped_chars += len(dropped)
+            stripped = dropped.rstrip("\n")
+            trailing = len(dropped) - len(stripped)
+            self.dropped_trailing_newlines = trailing if stripped else self.dropped_trailing_newlines + trailing
+        self.stream_room -= len(kept)
+        if kept:
+            self.messages.append({"msg_type": "stream", "content": {"name": name, "text": kept}})
+
+    def flush_streams(self) -> None:
+        """Publish buffered stream text, stdout first, as ipykernel does before a rich output."""
+        for stream in self.streams.values():
+            stream.flush()
+
+    def send(self, stream: Any, msg_or_type: Any, content: Any = None, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Stands in for ``jupyter_client.session.Session.send``: keeps the message, sends nothing."""
+        if isinstance(msg_or_type, dict):
+            msg_type = msg_or_type.get("msg_type") or msg_or_type.get("header", {}).get("msg_type")
+            content = msg_or_type.get("content")
+        else:
+            msg_type = msg_or_type
+        content = content if isinstance(content, dict) else {}
+        if msg_type == "stream":  # an OutStream object user code kept from before the fork
+            self.add_stream(str(content.get("name", "stdout")), str(content.get("text", "")))
+            return {}
+        self.flush_streams()
+        try:
+            text = json.dumps(content, default=str)
+        except (TypeError, ValueError):
+            return {}
+        if len(text) > self.rich_room:
+            plain = content.get("data", {}).get("text/plain") if isinstance(content.get("data"), dict) else None
+            self.dropped_chars += len(plain) if isinstance(plain, str) else 0
+            return {}
+        self.rich_room -= len(text)
+        self.messages.append({"msg_type": str(msg_type), "content": json.loads(text)})
+        return {}
+
+
+class CaptureStream(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` of a forked cell: buffered like ipykernel's OutStream, published to a Capture."""
+
+    def __init__(self, name: str, capture: Capture) -> None:
+        super().__init__()
+        self.name = name  # ipykernel's streams have a name too
+        self._capture = capture
+        self._pending: list[str] = []
+        self._since = 0.0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if not self._pending:
+            self._since = time.monotonic()
+        self._pending.append(text)
+        if time.monotonic() - self._since >= FLUSH_INTERVAL:
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            text, self._pending = "".join(self._pending), []
+            self._capture.add_stream(self.name, text)
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _sessions(shell: Any) -> list[Any]:
+    """The distinct Session objects through which the shell and its kernel publish."""
+    found: dict[int, Any] = {}
+    for owner in (getattr(shell, "kernel", None), shell.displayhook, shell.display_pub):
+        session = getattr(owner, "session", None)
+        if session is not None:
+            found[id(session)] = session
+    return list(found.values())
+
+
+def _isolate(capture: Capture, fd_capture: int, cwd: str) -> None:
+    """Cut the child off from the kernel's channels and files: sessions, streams, file descriptors, cwd."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    for session in _sessions(shell):
+        session.send = capture.send
+    # Only ``EName: evalue`` of an error is kept, so tracebacks need not be formatted (a slow first time
+    # in every child, whose imports die with it).
+    with contextlib.suppress(Exception):
+        shell.InteractiveTB.set_mode(mode="Minimal")
+    os.dup2(fd_capture, 1)  # ipykernel reads fds 1 and 2 in a thread of the parent: the child writes its own
+    os.dup2(fd_capture, 2)
+    sys.stdout, sys.stderr = capture.streams["stdout"], capture.streams["stderr"]
+    os.chdir(cwd)
+
+
+# The omp_set_num_threads functions of the loaded OpenMP runtimes, found in the parent and called in each
+# child, and the size of sys.modules when they were looked for (an import may have loaded another runtime).
+_OPENMP: tuple[int, list[Any]] = (-1, [])
+
+
+def openmp_setters() -> list[Any]:
+    """``omp_set_num_threads`` of every OpenMP runtime mapped into this process (libgomp, libomp, libiomp5)."""
+    global _OPENMP
+    if _OPENMP[0] == len(sys.modules):
+        return _OPENMP[1]
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps if "omp" in line and line.count(" ") >= 5}
+    except OSError:  # not Linux: no /proc
+        paths = set()
+    setters = []
+    for path in sorted(paths):
+        if "omp" not in os.path.basename(path):
+            continue
+        with contextlib.suppress(OSError, AttributeError):
+            setters.append(ctypes.CDLL(path).omp_set_num_threads)
+    _OPENMP = (len(sys.modules), setters)
+    return setters
+
+
+def single_threaded_openmp(setters: list[Any]) -> None:
+    """Make the OpenMP runtimes run parallel regions on one thread (in a forked child).
+
+    A forked child has only the forking thread, but GNU OpenMP (libgomp)
+    believes the worker pool of the parent's last parallel region still
+    exists, and its next region waits on them forever (scikit-learn's k-NN
+    does this). With one thread a region uses no pool.
+    """
+    for setter in setters:
+        setter(1)
+
+
+def _error_fields(error: BaseException | None) -> tuple[str, str]:
+    if error is None:
+        return "", ""
+    return type(error).__name__, str(error)
+
+
+def _child(code: str, settings: dict[str, Any], cwd: str, go: int, write: Callable[[str], None]) -> None:
+    """In the forked process: get ready, wait for the go, run ``code``, write the outcome frame, then the snapshot."""
+    from IPython import get_ipython
+
+    capture = Capture(int(settings["max_raw_output_chars"]))
+    fd_capture = (
+        os.memfd_create("themisto-fd-output") if hasattr(os, "memfd_create") else tempfile.TemporaryFile().fileno()
+    )
+    _isolate(capture, fd_capture, cwd)
+    single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
+    if os.read(go, 1) != b"g":  # the parent gave up on this cell
+        return
+    started = time.perf_counter()
+    result = get_ipython().run_cell(code, store_history=False)
+    seconds = time.perf_counter() - started
+    capture.flush_streams()
+    os.lseek(fd_capture, 0, os.SEEK_SET)
+    fd_text = os.read(fd_capture, int(settings["max_raw_output_chars"]) + 1).decode("utf-8", "replace")
+    if fd_text:
+        capture.add_stream("stdout", fd_text)
+    error = result.error_before_exec or result.error_in_exec
+    ename, evalue = _error_fields(error)
+    outcome = {
+        "status": "ok" if error is None else "error",
+        "ename": ename,
+        "evalue": evalue,
+        "seconds": seconds,
+        "messages": capture.messages,
+        "dropped_chars": capture.dropped_chars,
+        "dropped_trailing_newlines": capture.dropped_trailing_newlines,
+    }
+    write(json.dumps(outcome, default=str))
+    snapshot = sys.modules[SNAPSHOT_MODULE]
+    write(snapshot.take(int(settings["max_repr_chars"]), float(settings["repr_timeout"]), int(settings["known"])).text)
+
+
+# --- the parent -----------------------------------------------------------------------------
+
+
+def _frames(read: int, deadlines: list[float]) -> Iterator[str | None]:
+    """The child's frames as they arrive, one per deadline; None when the frame waited for is late.
+
+    ``deadlines[0]`` is a time; each later entry is a duration counted from the
+    arrival of the frame before it. Reading stops at the last frame: the end of
+    the pipe comes only once the child's memory has been unmapped, which is
+    slow for a large kernel and need not be waited for.
+    """
+    buffer = b""
+    position = 0
+    while position < len(deadlines):
+        remaining = deadlines[position] - time.monotonic()
+        if remaining <= 0:
+            yield None
+            return
+        ready, _, _ = select.select([read], [], [], remaining)
+        if not ready:
+            continue
+        chunk = os.read(read, _READ_CHUNK)
+        if not chunk:
+            return
+        buffer += chunk
+        while b"\n" in buffer and position < len(deadlines):
+            line, buffer = buffer.split(b"\n", 1)
+            position += 1
+            if position < len(deadlines):  # the snapshot's time starts when the cell has finished
+                deadlines[position] = time.monotonic() + deadlines[position]
+            yield line.decode("utf-8", "replace")
+
+
+def _exit_description(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"killed by {name}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def _waitpid(pid: int) -> int:
+    """The exit status of child ``pid``, once it has ended."""
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:
+            continue
+        except ChildProcessError:  # already reaped
+            return 0
+
+
+class Child:
+    """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`)."""
+
+    def __init__(self, code: str, settings: dict[str, Any]) -> None:
+        self.timeout = float(settings["timeout"])
+        self.pid = 0
+        self.fault: dict[str, Any] | None = None
+        root = settings["root"]
+        self.directory = tempfile.mkdtemp(prefix="p-", dir=settings["scratch"])
+        try:
+            copy_tree(root, self.directory)
+        except OSError as exc:
+            self.fault = {"status": "fault", "ename": "OSError", "evalue": f"cannot copy the working directory: {exc}"}
+            return
+        cwd = _private_cwd(root, self.directory)
+        openmp_setters()  # found here, in the parent, so each child only calls them
+        self._read, write_end = os.pipe()
+        go_read, self._go = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter(
+                "ignore", DeprecationWarning
+            )  # "multi-threaded, use of fork()": the child runs no thread
+            pid = os.fork()
+        if pid == 0:  # the child: never returns
+            try:
+                os.close(self._read)
+                os.close(self._go)
+                os.setpgid(0, 0)
+
+                def write(text: str) -> None:
+                    data = (text + "\n").encode("utf-8", "replace")  # JSON text holds no raw newline
+                    while data:
+                        data = data[os.write(write_end, data) :]
+
+                _child(code, settings, cwd, go_read, write)
+            finally:
+                os._exit(0)
+        self.pid = pid
+        os.close(write_end)
+        os.close(go_read)
+        with contextlib.suppress(OSError):  # the child may already have done it, or exited
+            os.setpgid(pid, pid)
+
+    def start(self) -> None:
+        """Let the child run its cell; its time limit starts now."""
+        if self.fault is None:
+            self._deadline = time.monotonic() + self.timeout
+            with contextlib.suppress(OSError):  # the child is gone: collect() says how
+                os.write(self._go, b"g")
+
+    def collect(self) -> dict[str, Any]:
+        """The child's result once its frames have come or its deadline has passed; the child is then killed."""
+        if self.fault is not None:
+            return self.fault
+        frames: list[str] = []
+        timed_out = False
+        try:
+            for frame in _frames(self._read, [self._deadline, self.timeout]):
+                if frame is None:
+                    timed_out = True
+                    break
+                frames.append(frame)
+        finally:
+            self.kill()
+        status = _waitpid(self.pid) if not frames and not timed_out else 0  # it ended early: say how
+        return _outcome(frames, timed_out, status, self.timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group: the child and everything it started that stayed in it.
+
+        The child is reaped later (:meth:`reap`): until then its zombie keeps the group id from being reused.
+        """
+        if self.pid and self._read >= 0:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+            os.close(self._read)
+            os.close(self._go)
+            self._read = -1
+
+    def reap(self) -> None:
+        """Wait for the killed child and delete its folder."""
+        if self.pid:
+            self.kill()
+            _waitpid(self.pid)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) -> dict[str, Any]:
+    """The result of one forked cell from its frames and how the child ended."""
+    if not frames:
+        if timed_out:
+            return {"status": "timeout", "ename": "TimeoutError", "evalue": f"cell did not finish within {timeout:g} s"}
+        return {
+            "status": "exited",
+            "ename": "ChildProcessError",
+            "evalue": f"the cell ended its process ({_exit_description(status)})",
+        }
+    try:
+        outcome = json.loads(frames[0])
+    except ValueError:
+        return {"status": "fault", "ename": "ValueError", "evalue": "malformed result from the child"}
+    if len(frames) > 1:
+        outcome["snapshot"] = frames[1]
+    elif timed_out:
+        outcome["snapshot_error"] = f"the snapshot did not finish within {timeout:g} s"
+    return outcome
+
+
+def run(request: str) -> Any:
+    """The kernel-side entry point: run each cell of the JSON ``request`` in its own forked child, in turn.
+
+    ``request`` holds ``codes`` and the settings ``timeout``, ``scratch`` (a
+    folder for the children's copies of the working directory), ``root`` (the
+    kernel's working directory), ``max_raw_output_chars``, ``max_repr_chars``,
+    ``repr_timeout`` and ``known`` (the generation of the snapshot the scorer
+    last received, so a child sends unchanged variables by name alone).
+    Returns the results as JSON text, one per code.
+
+    The cells run one at a time, but the next child is forked (and gets ready)
+    while the current one runs, so a fork's cost overlaps a cell instead of
+    adding to it. Killed children are reaped at the end, so their exits
+    (unmapping a copy of a large kernel) overlap the next cells too.
+    """
+    settings = json.loads(request)
+    codes = settings["codes"]
+    children: list[Child] = []
+    results = []
+    try:
+        for index in range(len(codes)):
+            if index == 0:
+                children.append(Child(codes[0], settings))
+            current = children[index]
+            current.start()
+            if index + 1 < len(codes):
+                children.append(Child(codes[index + 1], settings))
+            results.append(current.collect())
+    finally:
+        for child in children:
+            child.reap()
+    return sys.modules[SNAPSHOT_MODULE].JsonText(json.dumps(results))
+
+
+def run_expression(request: str) -> str:
+    """The ``user_expression`` that runs :func:`run` on ``request`` once the module is installed."""
+    return f"__import__('sys').modules[{MODULE_NAME!r}].run({request!r})"
+
+
+def install_code() -> str:
+    """Code for a silent execution that installs this module in the kernel, binding no user name."""
+    from themisto.recording.snapshot import module_install_code
+
+    return module_install_code(__file__, MODULE_NAME, "<themisto-fork>")
