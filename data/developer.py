@@ -371,8 +371,9 @@ class Developer:
         """Run a cell and recover as a developer would when it fails unexpectedly.
 
         A NameError sends the developer to the forgotten import or the cell that
-        defines the name; any other unplanned failure makes them restart the
-        kernel, run the cells above in order and try once more.
+        defines the name; any other unplanned failure makes them run the cells
+        above that this kernel has not run, or else restart the kernel and run
+        all the cells above, and try again.
         """
         ok = self.nb.run(tracked.cell)
         self.ran.add(id(tracked))
@@ -385,6 +386,11 @@ class Developer:
         missing = NAME_ERROR.search(error.get("evalue", "")) if error.get("ename") == "NameError" else None
         if depth < 8 and missing and self._provide(missing[1], tracked, depth):
             return self.execute(tracked, depth=depth + 1)
+        skipped = [t for t in self._above(tracked) if id(t) not in self.ran]
+        if depth < 7 and skipped:
+            # the cells above that this kernel has not run yet (after a restart)
+            self.run_all(skipped)
+            return self.execute(tracked, depth=7)
         if depth < 8:
             # Jupyter's "Restart Kernel and Run up to Selected Cell"
             self.nb.restart()

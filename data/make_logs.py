@@ -220,19 +220,28 @@ class Kernel:
 
 @dataclass
 class Cell:
-    """A notebook cell: stable id, type and current source."""
+    """A notebook cell: stable id, type, current source and the execution count it shows."""
 
     cell_index: str
     cell_type: str
     source: str
+    execution_count: int | None = None
+
+    def saved(self) -> dict[str, Any]:
+        """The cell as JuNE's logging plugin saves it: nbformat without outputs and metadata, plus its id."""
+        cell: dict[str, Any] = {"id": self.cell_index, "cell_type": self.cell_type, "source": self.source}
+        if self.cell_type == "code":
+            cell["execution_count"] = self.execution_count
+        return cell
 
 
 class SessionLog:
     """What the notebooks of one simulated session share: the event table, the clock, the seeded pauses."""
 
-    def __init__(self, session: str, user_id: str, start: dt.datetime, kernels: ExitStack) -> None:
+    def __init__(self, session: str, user_id: str, expert: bool, start: dt.datetime, kernels: ExitStack) -> None:
         self.session = session
         self.user_id = user_id
+        self.expert = expert
         self.events: list[dict[str, Any]] = []
         self.clock = start
         # Think and execution times are pseudo-random but seeded by the session name.
@@ -245,9 +254,9 @@ class SessionLog:
         self.clock += dt.timedelta(milliseconds=round(self.rng.uniform(low, high) * 1000))
 
     def new_cell_index(self) -> str:
-        """A short stable hex id for the next created cell."""
+        """A stable 32-digit hex id for the next created cell, shaped like the front end's cell ids."""
         self.cells_created += 1
-        return stable_id(self.session, "cell", str(self.cells_created)).hex[:8]
+        return stable_id(self.session, "cell", str(self.cells_created)).hex
 
     def start_kernel(self) -> Kernel:
         """A live kernel that is shut down when the session ends."""
@@ -271,7 +280,10 @@ class Notebook:
         self.shown_pid = 1000 + stable_id(log.session, notebook_name, "pid").int % 9000
         self.cells: list[Cell] = []
         self.last_error: dict[str, str] | None = None  # ename and evalue of the last run, when it failed
+        self.executions = 0  # the kernel's execution counter: In [n]
         self.kernel = log.start_kernel()
+        # the logging plugin saves the notebook as soon as its kernel is ready
+        self.save()
 
     def open(self, notebook_name: str) -> Notebook:
         """Open a second notebook (with its own kernel) in the same session."""
@@ -294,6 +306,7 @@ class Notebook:
                 "cell_source": source,
                 "cell_output": output,
                 "user_id": self.log.user_id,
+                "expert": self.log.expert,
             }
         )
 
@@ -327,6 +340,8 @@ class Notebook:
             return True
         self.log.think(2, 15)
         self._emit("execute", cell, cell.source)
+        self.executions += 1
+        cell.execution_count = self.executions
         if interrupt_after_s is not None:
             self.log.clock += dt.timedelta(seconds=interrupt_after_s)
             self._emit("kernel_interrupting", cell)
@@ -337,7 +352,9 @@ class Notebook:
         errors = [o for o in outputs if o["output_type"] == "error"]
         self.last_error = {"ename": errors[0]["ename"], "evalue": errors[0]["evalue"]} if errors else None
         if errors:
-            self._emit("error", cell, cell.source)
+            # the plugin logs the error output without its traceback as the row's cell_source
+            error = {key: value for key, value in errors[0].items() if key != "traceback"}
+            self._emit("error", cell, json.dumps(error, ensure_ascii=False, separators=(",", ":")))
         return not errors
 
     def run_all(self, cells: list[Cell] | None = None) -> bool:
@@ -353,9 +370,9 @@ class Notebook:
         self.cells.remove(cell)
 
     def save(self) -> None:
-        """Save: cell_source holds the JSON list of all cells' sources."""
+        """Save: cell_source holds the cells as a JSON list, indented as the logging plugin writes it."""
         self.log.think(1, 5)
-        self._emit("save_notebook", source=json.dumps([c.source for c in self.cells], ensure_ascii=False))
+        self._emit("save_notebook", source=json.dumps([c.saved() for c in self.cells], indent=2, ensure_ascii=False))
 
     def rename(self, new_name: str) -> None:
         self.log.think(2, 8)
@@ -367,6 +384,7 @@ class Notebook:
         self.log.think(2, 8)
         self._emit("kernel_restarting")
         self.kernel.restart()
+        self.executions = 0
         self.log.clock += dt.timedelta(seconds=2)
 
 
@@ -413,7 +431,9 @@ def generate(session: Session, out: Path) -> list[dict[str, Any]]:
     When the plan breaks, the events so far go to ``<out>/<name>.failed.csv`` for inspection.
     """
     with ExitStack() as kernels:
-        log = SessionLog(session.name, session.persona.user, dt.datetime.fromisoformat(session.start), kernels)
+        log = SessionLog(
+            session.name, session.persona.user, session.persona.expert, dt.datetime.fromisoformat(session.start), kernels
+        )
         try:
             session.play(log, Notebook)
         except Exception:
@@ -433,7 +453,12 @@ def write_csv(events: list[dict[str, Any]], path: Path) -> None:
 def generate_into(name: str, out: Path) -> str:
     """Generate the session ``name`` into ``out``; a line that says what was written."""
     (session,) = sessions([name])
-    events = generate(session, out)
+    try:
+        events = generate(session, out)
+    except RuntimeError:
+        # jupyter_client can lose a race for a free port on a busy machine ("Kernel died
+        # before replying"); a broken plan fails the same way twice, so one retry is safe
+        events = generate(session, out)
     write_csv(events, out / f"{name}.csv")
     executes = sum(e["event"] == "execute" for e in events)
     return f"{name}: {len(events)} events, {executes} executions"

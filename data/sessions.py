@@ -47,31 +47,31 @@ def _persona(user: str, expert: bool, **habits: Any) -> Persona:
 
 
 PERSONAS = (
-    _persona("user_01", True, slips=0.05, wrong=0.3, tweak=0.2, recheck=0.03, revisit=0.05, split=0.25, prints=0.1,
+    _persona("expert_1", True, slips=0.05, wrong=0.3, tweak=0.2, recheck=0.03, revisit=0.05, split=0.25, prints=0.1,
              scratch=0.15, patience=0.2, restarts=1, after_restart=(0.4, 0.4, 0.2), head_rows=5, digits=2,
              forgets_imports=False, markdown=True, save_every=6, semicolon_plots=False),
-    _persona("user_02", False, slips=0.18, wrong=0.6, tweak=0.25, recheck=0.08, revisit=0.12, split=0.15, prints=0.35,
+    _persona("student_1", False, slips=0.18, wrong=0.6, tweak=0.25, recheck=0.08, revisit=0.12, split=0.15, prints=0.35,
              scratch=0.25, patience=0.1, restarts=1, after_restart=(0.15, 0.35, 0.5), head_rows=10, digits=3,
              forgets_imports=True, markdown=False, save_every=10, semicolon_plots=True),
-    _persona("user_03", True, slips=0.1, wrong=0.35, tweak=0.3, recheck=0.05, revisit=0.08, split=0.1, prints=0.05,
+    _persona("expert_2", True, slips=0.1, wrong=0.35, tweak=0.3, recheck=0.05, revisit=0.08, split=0.1, prints=0.05,
              scratch=0.1, patience=0.4, restarts=1, after_restart=(0.2, 0.5, 0.3), head_rows=3, digits=2,
              forgets_imports=False, markdown=False, save_every=8, semicolon_plots=True),
-    _persona("user_04", False, slips=0.14, wrong=0.5, tweak=0.15, recheck=0.1, revisit=0.1, split=0.2, prints=0.6,
+    _persona("student_2", False, slips=0.14, wrong=0.5, tweak=0.15, recheck=0.1, revisit=0.1, split=0.2, prints=0.6,
              scratch=0.2, patience=0.2, restarts=2, after_restart=(0.3, 0.3, 0.4), head_rows=5, digits=1,
              forgets_imports=True, markdown=True, save_every=5, semicolon_plots=False),
-    _persona("user_05", True, slips=0.08, wrong=0.3, tweak=0.35, recheck=0.08, revisit=0.15, split=0.3, prints=0.15,
+    _persona("expert_3", True, slips=0.08, wrong=0.3, tweak=0.35, recheck=0.08, revisit=0.15, split=0.3, prints=0.15,
              scratch=0.3, patience=0.3, restarts=1, after_restart=(0.35, 0.45, 0.2), head_rows=8, digits=3,
              forgets_imports=False, markdown=True, save_every=7, semicolon_plots=False),
-    _persona("user_06", False, slips=0.15, wrong=0.55, tweak=0.2, recheck=0.05, revisit=0.1, split=0.15, prints=0.25,
+    _persona("student_3", False, slips=0.15, wrong=0.55, tweak=0.2, recheck=0.05, revisit=0.1, split=0.15, prints=0.25,
              scratch=0.15, patience=0.15, restarts=2, after_restart=(0.25, 0.4, 0.35), head_rows=5, digits=2,
              forgets_imports=True, markdown=False, save_every=6, semicolon_plots=True),
-    _persona("user_07", True, slips=0.06, wrong=0.25, tweak=0.15, recheck=0.03, revisit=0.06, split=0.15, prints=0.2,
+    _persona("expert_4", True, slips=0.06, wrong=0.25, tweak=0.15, recheck=0.03, revisit=0.06, split=0.15, prints=0.2,
              scratch=0.05, patience=0.35, restarts=1, after_restart=(0.15, 0.6, 0.25), head_rows=4, digits=2,
              forgets_imports=False, markdown=False, save_every=12, semicolon_plots=False),
-    _persona("user_08", False, slips=0.12, wrong=0.45, tweak=0.25, recheck=0.06, revisit=0.2, split=0.2, prints=0.3,
+    _persona("student_4", False, slips=0.12, wrong=0.45, tweak=0.25, recheck=0.06, revisit=0.2, split=0.2, prints=0.3,
              scratch=0.2, patience=0.25, restarts=1, after_restart=(0.2, 0.35, 0.45), head_rows=6, digits=2,
              forgets_imports=True, markdown=True, save_every=9, semicolon_plots=True),
-    _persona("user_09", True, slips=0.07, wrong=0.3, tweak=0.25, recheck=0.05, revisit=0.1, split=0.25, prints=0.1,
+    _persona("expert_5", True, slips=0.07, wrong=0.3, tweak=0.25, recheck=0.05, revisit=0.1, split=0.25, prints=0.1,
              scratch=0.25, patience=0.35, restarts=1, after_restart=(0.4, 0.3, 0.3), head_rows=5, digits=3,
              forgets_imports=False, markdown=True, save_every=5, semicolon_plots=False),
 )
@@ -142,7 +142,9 @@ def _sessions() -> list[Session]:
             index = t * DEVELOPERS_PER_TASK + slot
             persona = PERSONAS[(t * DEVELOPERS_PER_TASK + slot * 4) % len(PERSONAS)]
             start = FIRST_DAY + dt.timedelta(days=index // 3, hours=(index % 3) * 3, minutes=7 * (index % 5))
-            table.append(Session(f"s{index + 1:02d}_{task}_{persona.user[-2:]}", task, persona, slot, start.isoformat()))
+            kind, number = persona.user.split("_")
+            name = f"s{index + 1:02d}_{task}_{kind[0]}{number}"  # e.g. s01_sales_eda_e1: expert 1
+            table.append(Session(name, task, persona, slot, start.isoformat()))
     return table
 
 

@@ -31,9 +31,13 @@ Selection follows the paper's protocol, each rule an option:
 2. Steps whose output is an exception are not eligible unless
    ``include_errors`` (the target is then the recorded output, which ends with
    the ``EName: evalue`` line).
-3. With ``stable_only``, only steps marked ``stable`` (output identical across
+3. Steps whose output shows only images (plots: every line an ``<image/png>``
+   placeholder) are not eligible for output prediction unless
+   ``include_images``: such a target is a constant that says nothing about the
+   state. They stay eligible for next-cell prediction, whose target is code.
+4. With ``stable_only``, only steps marked ``stable`` (output identical across
    re-executions) are eligible, for either task (one eligibility rule for both).
-4. ``sample="paper"``: 200 examples per task, stratified by target length
+5. ``sample="paper"``: 200 examples per task, stratified by target length
    (output length, or code length for next cell): the eligible examples are
    ranked by (target length, example id) and cut into four equal rank
    quartiles; 10 are drawn from Q1, 180 from Q2 and Q3 together, 10 from Q4,
@@ -62,8 +66,8 @@ from pathlib import Path
 
 from themisto.exceptions import InputError, OptionError
 from themisto.progress import Progress
-from themisto.trajectory import Step, Variable, iter_steps
-from themisto.vocabulary import TASKS
+from themisto.trajectory import Step, Variable, is_image_only, iter_steps
+from themisto.vocabulary import OUTPUT_PREDICTION, TASKS
 
 SAMPLES = ("paper", "all")
 # Examples drawn from the target-length quartiles Q1, Q2+Q3 and Q4 (the paper's 10/180/10).
@@ -77,6 +81,7 @@ class SelectionOptions:
     sample: str = "paper"  # "paper" (200 per task, stratified) or "all" (every eligible example)
     seed: int = 0  # seeds the stratified draw of sample="paper"
     include_errors: bool = False  # keep steps whose output is an exception
+    include_images: bool = False  # keep image-only outputs (plots) as output-prediction targets
     quantile: float = 0.99  # drop steps whose code or output is longer than this length quantile
     stable_only: bool = False  # keep only steps whose output was reproducible across re-executions
     max_context_chars: int = 8000  # budget of the history: sum of code and output lengths of its cells
@@ -129,6 +134,7 @@ class StepStats:
     code_chars: int
     output_chars: int
     is_error: bool
+    image_only: bool  # the output shows nothing but images (is_image_only)
     stable: bool | None  # the step's output, as ``Step.stable``
 
     def target_chars(self, task: str) -> int:
@@ -180,7 +186,16 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> list[StepSt
             if key in seen:
                 raise InputError(f"{path}: step {key} occurs twice (duplicate trajectory id or step number)")
             seen.add(key)
-            stats.append(StepStats(key, len(step.code), len(step.output), step.error is not None, step.stable))
+            stats.append(
+                StepStats(
+                    key,
+                    len(step.code),
+                    len(step.output),
+                    step.error is not None,
+                    is_image_only(step.output),
+                    step.stable,
+                )
+            )
     if progress is not None:
         progress("select", len(paths), len(paths))
     return stats
@@ -215,13 +230,14 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         max_code_chars=max_code,
         max_output_chars=max_output,
     )
-    full = [s.example_id for s in eligible]
     output_stable = {s.example_id: s.stable for s in eligible}
     for task in TASKS:
+        candidates = [s for s in eligible if options.include_images or task != OUTPUT_PREDICTION or not s.image_only]
+        full = [s.example_id for s in candidates]
         if options.sample == "all":
             chosen_task = TaskSelection(full, list(full), None)
         else:
-            lengths = {s.example_id: s.target_chars(task) for s in eligible}
+            lengths = {s.example_id: s.target_chars(task) for s in candidates}
             chosen, strata = stratified_sample(lengths, f"{options.seed}:{task}")
             # the test split keeps the trajectory order of the full split
             chosen_task = TaskSelection(full, [i for i in full if i in chosen], strata)

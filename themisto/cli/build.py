@@ -35,6 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--include-errors", action="store_true", help="keep steps whose output is an exception (excluded by default)"
     )
     parser.add_argument(
+        "--include-images",
+        action="store_true",
+        help="keep steps whose output shows only images (plots) as output-prediction targets (excluded by default)",
+    )
+    parser.add_argument(
         "--stable-only",
         action="store_true",
         help="keep only steps whose output was reproducible across re-executions, for both tasks "
@@ -90,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         sample=args.sample,
         seed=args.seed,
         include_errors=args.include_errors,
+        include_images=args.include_images,
         quantile=args.quantile,
         stable_only=args.stable_only,
         max_context_chars=args.max_context_chars,

@@ -31,6 +31,7 @@ from themisto.recording import snapshot
 from themisto.recording.environment import check_kernel, kernel_environment, limited_kernel_manager
 from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import OutputCollector, cap_text, render_outputs, scrub
+from themisto.recording.sources import compile_skip_pattern
 from themisto.trajectory import Step, Variable, state_hash, variable_json
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def check_options(options: RecordOptions) -> None:
     """Raise :class:`InputError` for a missing working directory or kernel, before any kernel starts."""
     if options.workdir is not None and not Path(options.workdir).is_dir():
         raise InputError(f"working directory {options.workdir} does not exist")
+    compile_skip_pattern(options.skip_pattern)
     check_kernel(options.kernel_name)
 
 
@@ -166,11 +168,21 @@ class Recorder:
 
     # cells
 
-    def run_cell(self, code: str, cell_id: str, original_output: str | None = None) -> Step:
-        """Execute one cell and return it as a step, with the snapshot taken after it."""
+    def run_cell(
+        self, code: str, cell_id: str, original_output: str | None = None, interrupt_after: float | None = None
+    ) -> Step:
+        """Execute one cell and return it as a step, with the snapshot taken after it.
+
+        ``interrupt_after`` interrupts the cell that many seconds after it starts, as its source's
+        user did (a cell that finishes sooner is not interrupted).
+        """
         # the snapshot rides on the cell's own request: evaluated after the cell, outside history
         execution = self._execute(
-            code, silent=False, timeout=self.options.timeout, user_expressions={"snapshot": self._expression()}
+            code,
+            silent=False,
+            timeout=self.options.timeout,
+            user_expressions={"snapshot": self._expression()},
+            interrupt_after=interrupt_after,
         )
         restarted, self._restarted = self._restarted, False
         error, outputs = _error_and_outputs(execution, self.options.timeout)
@@ -204,14 +216,15 @@ class Recorder:
             original_output=None if original_output is None else snapshot.clean_text(original_output),
             output_truncated=truncated,
             output_length=length,
+            interrupt_after=interrupt_after,
         )
         self.next_step += 1
         return step
 
-    def replay(self, code: str) -> None:
+    def replay(self, code: str, interrupt_after: float | None = None) -> None:
         """Re-run an already recorded step to rebuild kernel state, producing no step."""
         self._restarted = False  # a restart before this step is already on its recorded line
-        execution = self._execute(code, silent=False, timeout=self.options.timeout)
+        execution = self._execute(code, silent=False, timeout=self.options.timeout, interrupt_after=interrupt_after)
         if execution.died or execution.wedged:
             self.restart()  # as in the original run, the next step is marked restarted
         self.next_step += 1
@@ -270,9 +283,19 @@ class Recorder:
             return None
 
     def _execute(
-        self, code: str, *, silent: bool, timeout: float, user_expressions: dict[str, str] | None = None
+        self,
+        code: str,
+        *,
+        silent: bool,
+        timeout: float,
+        user_expressions: dict[str, str] | None = None,
+        interrupt_after: float | None = None,
     ) -> Execution:
-        """Send one execute request and wait for its reply and its outputs, within ``timeout``."""
+        """Send one execute request and wait for its reply and its outputs, within ``timeout``.
+
+        ``interrupt_after`` seconds after the request (if it is still running) the kernel is
+        interrupted as a user would: the cell ends in a KeyboardInterrupt, not a timeout.
+        """
         import zmq
 
         client = self._client
@@ -290,8 +313,12 @@ class Recorder:
         poller.register(client.iopub_channel.socket, zmq.POLLIN)
         started = time.monotonic()
         deadline = started + timeout
+        interrupt_at = started + interrupt_after if interrupt_after is not None else None
         idle = False
         while execution.reply is None or not idle:
+            if interrupt_at is not None and execution.reply is None and time.monotonic() >= interrupt_at:
+                self._manager.interrupt_kernel()
+                interrupt_at = None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 if execution.timed_out or execution.reply is not None:
@@ -301,7 +328,10 @@ class Recorder:
                 self._manager.interrupt_kernel()
                 deadline = time.monotonic() + INTERRUPT_GRACE
                 continue
-            ready = dict(poller.poll(int(min(remaining, POLL_INTERVAL) * 1000)))
+            wait = min(remaining, POLL_INTERVAL)
+            if interrupt_at is not None:  # wake up in time for the user's interrupt
+                wait = min(wait, max(interrupt_at - time.monotonic(), 0.001))
+            ready = dict(poller.poll(int(wait * 1000)))
             if not ready:
                 if not self._manager.is_alive():
                     execution.died = True

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import OptionError
+from themisto.recording.sources import JUNE_PLUGIN_PATTERN
 
 
 @dataclass
@@ -34,6 +35,8 @@ class RecordOptions:
     # Resource limits of the kernel process (see themisto.recording.launcher); None: unlimited.
     max_memory: int | None = None  # bytes of private writable memory (RLIMIT_DATA)
     max_cpu_seconds: int | None = None  # CPU seconds from kernel start to its restart (RLIMIT_CPU)
+    # cells of a source whose code matches this regex are not run (default: JuNE's logging plugin); "" runs all
+    skip_pattern: str | None = JUNE_PLUGIN_PATTERN
 
 
 # What a run does with files that exist, not how steps are made: never saved with a trajectory.

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
-from themisto.exceptions import OptionError, SourceError, ThemistoError
+from themisto.exceptions import InputError, OptionError, SourceError, ThemistoError
 from themisto.progress import Progress
 from themisto.recording import snapshot
 from themisto.recording.kernel import Recorder, check_options
@@ -75,7 +75,7 @@ def record_trajectory(
     if options.resume:
         repair_tail(path)  # an interrupted run may have left a torn last line
         recorded = read_provenance(path)
-    made = SourceFile.of(source.source.name, source.source.read_bytes(), source.source)
+    made = source_file(source)
     if recorded is not None and recorded.options is not None:
         chosen = chosen_options(options) if chosen is None else chosen
         options = with_recorded(
@@ -93,7 +93,7 @@ def record_trajectory(
         counter.skip(len(done))
     if len(done) == len(executions):
         return path, 0
-    workdir = Path(options.workdir or source.source.resolve().parent)
+    workdir = kernel_workdir(source, options)
     with Recorder(trajectory_id=source.trajectory_id, workdir=workdir, options=options) as recorder:
         versions = recorder.kernel_versions
         provenance = Provenance(
@@ -114,9 +114,12 @@ def record_trajectory(
                 if not isinstance(action, Execute):
                     recorder.restart()
                 elif recorder.next_step < len(done):
-                    recorder.replay(action.code)
+                    recorder.replay(action.code, action.interrupt_after)
                 else:
-                    writer.write(recorder.run_cell(action.code, action.cell_id, action.original_output))
+                    step = recorder.run_cell(
+                        action.code, action.cell_id, action.original_output, action.interrupt_after
+                    )
+                    writer.write(step)
                     if counter is not None:
                         counter.add()
     return path, len(executions) - len(done)
@@ -134,6 +137,25 @@ def _check_same_versions(path: Path, recorded: Provenance, now: Provenance) -> N
                 before=version,
                 after=after[name],
             )
+
+
+def kernel_workdir(source: SourceTrajectory, options: RecordOptions) -> Path:
+    """Where the kernel of ``source`` runs: ``options.workdir``, else the source file's folder."""
+    if options.workdir is not None:
+        return Path(options.workdir)
+    if not isinstance(source.source, Path):
+        raise InputError(f"{source.source} is not a local file: pass --workdir for its kernels")
+    return source.source.resolve().parent
+
+
+def source_file(source: SourceTrajectory) -> SourceFile:
+    """The file a trajectory is recorded from, for its provenance: a local file, or a URL read once more."""
+    if isinstance(source.source, Path):
+        return SourceFile.of(source.source.name, source.source.read_bytes(), source.source)
+    import fsspec
+
+    with fsspec.open(source.source, "rb") as handle:
+        return SourceFile.of(source.source.rstrip("/").rsplit("/", 1)[-1], handle.read())
 
 
 def _check_resumable(path: Path, done: list[Step], executions: list[Execute]) -> None:
@@ -200,9 +222,11 @@ def record_source(
     if jobs < 1:
         raise OptionError("{jobs} must be at least 1")
     check_options(options)
-    sources = read_sources(paths)
+    sources = read_sources(paths, options.skip_pattern)
     if shard is not None:
         sources = select_shard(sources, *shard)
+    for source in sources:
+        kernel_workdir(source, options)  # a remote source without --workdir fails before any kernel starts
     counter = None if steps is None else StepCounter(sum(len(s.executions) for s in sources), steps)
     written: dict[str, Path] = {}
     errors: list[Exception] = []
