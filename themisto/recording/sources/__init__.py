@@ -120,7 +120,7 @@ def read_source(path: str | os.PathLike[str]) -> list[SourceTrajectory]:
     if suffix in LOG_SUFFIXES:
         from themisto.recording.sources.june import read_june_log
 
-        return read_june_log(path if is_url(path) else Path(path))
+        return read_june_log(str(path) if is_url(path) else Path(path))
     raise SourceError(
         f"{path}: unknown source type {suffix or '(no suffix)'!r};"
         f" expected {'a JuNE log' if is_url(path) else '.ipynb or a JuNE log'} (.csv, .jsonl, .parquet)"

@@ -114,7 +114,7 @@ def trajectory_ids(stem: str, kernel_ids: list[str]) -> dict[str, str]:
     return {kernel: f"{stem}-{index}" for index, kernel in enumerate(kernel_ids)}
 
 
-def _apply_event(path: Path, position: int, row: dict[str, Any], actions: list[Action]) -> None:
+def _apply_event(path: Path | str, position: int, row: dict[str, Any], actions: list[Action]) -> None:
     """Turn one log row into kernel actions, or attach its original output."""
     event = _text(row["event"])
     if event == "execute":
@@ -160,7 +160,7 @@ def _size_only(output: Any) -> bool:
     """Whether an output lost its content: JuNE's logging plugin may keep only its type and size."""
     if not isinstance(output, dict):
         return False
-    key = _CONTENT_KEY.get(output.get("output_type"))
+    key = _CONTENT_KEY.get(str(output.get("output_type")))
     return key is not None and key not in output
 
 
