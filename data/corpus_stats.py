@@ -78,6 +78,8 @@ class LogStats:
     after_restart: Counter[str] = field(default_factory=Counter)
     interrupts: int = 0
     behaviours: Counter[str] = field(default_factory=Counter)
+    # per task: its family, its developers, and its executions, exceptions and restarts
+    per_task: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def read_log(path: Path) -> tuple[list[dict[str, str]], list[Execution], list[list[Execution]]]:
@@ -100,8 +102,12 @@ def read_log(path: Path) -> tuple[list[dict[str, str]], list[Execution], list[li
         elif row["event"] == "finished_execute":
             started = pending.pop(kernel)
             execution = Execution(
-                kernel, row["cell_index"], int(started["cell_num"]), row["cell_source"],
-                json.loads(row["cell_output"] or "[]"), kernel in restarted,
+                kernel,
+                row["cell_index"],
+                int(started["cell_num"]),
+                row["cell_source"],
+                json.loads(row["cell_output"] or "[]"),
+                kernel in restarted,
             )
             restarted.discard(kernel)
             executions.append(execution)
@@ -134,6 +140,15 @@ def log_stats(folder: Path) -> LogStats:
             module = session.module()
             stats.tasks.add(session.task)
             stats.families.add(module.FAMILY)
+            task = stats.per_task.setdefault(
+                session.task, {"family": module.FAMILY, "title": module.TITLE, "developers": [], "counts": Counter()}
+            )
+            task["developers"].append(session.persona.user)
+            task["counts"].update(
+                executions=len(executions),
+                exceptions=sum(e.error is not None for e in executions),
+                restarts=len(after),
+            )
         stats.users.update(r["user_id"] for r in rows)
         stats.kernels += len({r["kernel_id"] for r in rows})
         stats.interrupts += sum(r["event"] == "kernel_interrupting" for r in rows)
@@ -226,7 +241,9 @@ def task_stats(build: Path, config: str) -> TaskStats:
 
 def runtime_share(build: Path, split: str) -> tuple[float, float, int]:
     """Shares of output-prediction examples whose target needs the runtime block, and that need any unseen value."""
-    plain = {r["example_id"]: r["prompt"] for r in read_rows(build, "output_prediction", split, ["example_id", "prompt"])}
+    plain = {
+        r["example_id"]: r["prompt"] for r in read_rows(build, "output_prediction", split, ["example_id", "prompt"])
+    }
     rows = read_rows(build, "output_prediction_runtime", split, ["example_id", "runtime_text", "target"])
     from_runtime = unseen = 0
     for row in rows:
@@ -249,17 +266,40 @@ def report_logs(stats: LogStats) -> list[str]:
         f"tasks: {len(stats.tasks)} in {len(stats.families)} families ({', '.join(sorted(stats.families))})",
         f"executions: {stats.executions}",
         f"exceptions: {sum(stats.exceptions.values())} ("
-        + ", ".join(f"{name} {count}" for name, count in stats.exceptions.most_common()) + ")",
+        + ", ".join(f"{name} {count}" for name, count in stats.exceptions.most_common())
+        + ")",
         f"kernel restarts: {stats.restarts} (then "
-        + ", ".join(f"{kind} {count}" for kind, count in sorted(stats.after_restart.items())) + ")",
+        + ", ".join(f"{kind} {count}" for kind, count in sorted(stats.after_restart.items()))
+        + ")",
         f"interrupted cells (kernel_interrupting): {stats.interrupts}",
         "per execution:",
     ]
     order = [
-        "re-run, edited", "re-run, unchanged", *(f"fix after {e}" for e in FIX_ERRORS),
-        "out of order (a cell above the previous one)", "prints and returns", "several outputs", "shows a plot", "no output",
+        "re-run, edited",
+        "re-run, unchanged",
+        *(f"fix after {e}" for e in FIX_ERRORS),
+        "out of order (a cell above the previous one)",
+        "prints and returns",
+        "several outputs",
+        "shows a plot",
+        "no output",
     ]
     lines += [f"  {name}: {share(stats.behaviours[name], stats.executions)}" for name in order]
+    return lines
+
+
+def report_tasks(stats: LogStats) -> list[str]:
+    """A markdown table of the tasks: family, what the notebook does, developers and what their sessions hold."""
+    lines = [
+        "| task | family | notebook | developers | executions | exceptions | restarts |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    for name, task in sorted(stats.per_task.items(), key=lambda item: (item[1]["family"], item[0])):
+        counts = task["counts"]
+        lines.append(
+            f"| {name} | {task['family']} | {task['title']} | {', '.join(task['developers'])} |"
+            f" {counts['executions']} | {counts['exceptions']} | {counts['restarts']} |"
+        )
     return lines
 
 
@@ -286,8 +326,12 @@ def report_build(build: Path) -> tuple[list[str], dict[str, TaskStats], float]:
 def failures(stats: LogStats, per_task: dict[str, TaskStats]) -> Iterable[str]:
     """The thresholds of issue 11 that the corpus misses."""
     have = {
-        "sessions": stats.sessions, "tasks": len(stats.tasks), "families": len(stats.families),
-        "executions": stats.executions, "exceptions": sum(stats.exceptions.values()), "restarts": stats.restarts,
+        "sessions": stats.sessions,
+        "tasks": len(stats.tasks),
+        "families": len(stats.families),
+        "executions": stats.executions,
+        "exceptions": sum(stats.exceptions.values()),
+        "restarts": stats.restarts,
     }
     for name, minimum in LOG_MINIMA.items():
         if have[name] < minimum:
@@ -308,9 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, default=HERE / "logs", help="folder of JuNE logs (default: data/logs)")
     parser.add_argument("--build", type=Path, help="a `themisto build` output folder to measure as well")
     parser.add_argument("--check", action="store_true", help="exit 1 when a threshold of issue 11 is missed")
+    parser.add_argument("--tasks", action="store_true", help="also print the table of tasks (markdown)")
     args = parser.parse_args(argv)
     stats = log_stats(args.logs)
     print("\n".join(report_logs(stats)))
+    if args.tasks:
+        print("\n".join(report_tasks(stats)))
     per_task: dict[str, TaskStats] = {}
     if args.build:
         lines, per_task, _ = report_build(args.build)

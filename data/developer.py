@@ -121,7 +121,9 @@ class Tracked:
 class Developer:
     """Plays a task's plan in a notebook with a persona's habits."""
 
-    def __init__(self, nb: Notebook, persona: Persona, session: str, aliases: dict[str, Sequence[str]], slot: int) -> None:
+    def __init__(
+        self, nb: Notebook, persona: Persona, session: str, aliases: dict[str, Sequence[str]], slot: int
+    ) -> None:
         self.nb = nb
         self.persona = persona
         self.rng = random.Random(f"{session}/habits")
@@ -163,7 +165,8 @@ class Developer:
         kept = list(lines)
         # an import the first cell's own code needs would be missed at once, not later
         optional = [
-            line for line in lines[1:]
+            line
+            for line in lines[1:]
             if re.fullmatch(r"import \w+(\.\w+)* as \w+", line) and line.rsplit(" ", 1)[1] not in then
         ]
         if self.persona.forgets_imports and optional:
@@ -246,7 +249,12 @@ class Developer:
                 depth += 1
             elif token.type == tokenize.OP and token.string in ")]}":
                 depth -= 1
-            if token.type == tokenize.NAME and token.string in self.names and previous != "." and not (depth and following == "="):
+            if (
+                token.type == tokenize.NAME
+                and token.string in self.names
+                and previous != "."
+                and not (depth and following == "=")
+            ):
                 token = token._replace(string=self.names[token.string])
             elif token.type == tokenize.STRING and re.match(r"[rRbB]?[fF]", token.string):
                 token = token._replace(string=self._rename_fstring(token.string))
@@ -305,7 +313,9 @@ class Developer:
                 and len(node.slice.value) > 3
             ):
                 constant = node.slice
-                candidates.append((constant.lineno, constant.col_offset + 1, (constant.end_col_offset or 0) - 1, constant.value))
+                candidates.append(
+                    (constant.lineno, constant.col_offset + 1, (constant.end_col_offset or 0) - 1, constant.value)
+                )
         if not candidates:
             return None
         line, start, end, original = self.rng.choice(sorted(candidates))
@@ -451,7 +461,11 @@ class Developer:
 
     def _revisit(self, current: Tracked) -> None:
         """Run an earlier cell again: an in-place change is re-applied more often than not."""
-        earlier = [t for t in self.tracked if t is not current and not t.once and t in self._live() and t is not self.import_cell]
+        earlier = [
+            t
+            for t in self.tracked
+            if t is not current and not t.once and t in self._live() and t is not self.import_cell
+        ]
         if not earlier:
             return
         mutating = [t for t in earlier if t.mutates]
@@ -495,7 +509,7 @@ class Developer:
 
     def finish(self) -> None:
         """End of the session: maybe a last Run All, then save."""
-        if self.chance(0.15):
+        if self.chance(0.1):
             self.nb.restart()
             self.ran.clear()
             self.run_all([t for t in self._live() if t.cell.cell_type == "code"])

@@ -70,7 +70,9 @@ def survey() -> pd.DataFrame:
     n = 520
     age = rng.integers(18, 80, n).astype(object)
     for i in rng.choice(n, 40, replace=False):
-        age[i] = rng.choice(["n/a", "", "unknown", f"{rng.integers(18, 80)}.0", f" {rng.integers(18, 80)}", "-1", "230"])
+        age[i] = rng.choice(
+            ["n/a", "", "unknown", f"{rng.integers(18, 80)}.0", f" {rng.integers(18, 80)}", "-1", "230"]
+        )
     country_spellings = {
         "Germany": ["Germany", "germany", "DE", "Germany "],
         "France": ["France", "france", "FR"],
@@ -80,7 +82,9 @@ def survey() -> pd.DataFrame:
         "Poland": ["Poland", "PL", "poland "],
     }
     countries = rng.choice(COUNTRIES, n, p=[0.26, 0.2, 0.16, 0.14, 0.14, 0.1])
-    country = [spell[0] if rng.random() < 0.7 else rng.choice(spell) for spell in (country_spellings[c] for c in countries)]
+    country = [
+        spell[0] if rng.random() < 0.7 else rng.choice(spell) for spell in (country_spellings[c] for c in countries)
+    ]
     income_value = (rng.lognormal(10.6, 0.35, n) / 100).round() * 100
     income = []
     for value in income_value:
@@ -101,7 +105,11 @@ def survey() -> pd.DataFrame:
     satisfaction = rng.choice(["1", "2", "3", "4", "5"], n, p=[0.07, 0.12, 0.25, 0.33, 0.23]).astype(object)
     for i in rng.choice(n, 18, replace=False):
         satisfaction[i] = rng.choice(["five", "4/5", "", "11", "3 "])
-    gender = rng.choice(["F", "M", "female", "male", "Female", " m", "", "diverse"], n, p=[0.3, 0.28, 0.12, 0.12, 0.06, 0.04, 0.05, 0.03])
+    gender = rng.choice(
+        ["F", "M", "female", "male", "Female", " m", "", "diverse"],
+        n,
+        p=[0.3, 0.28, 0.12, 0.12, 0.06, 0.04, 0.05, 0.03],
+    )
     frame = pd.DataFrame(
         {
             "respondent_id": np.arange(9001, 9001 + n),
@@ -111,7 +119,9 @@ def survey() -> pd.DataFrame:
             "income": income,
             "signup_date": signup_text,
             "satisfaction": satisfaction,
-            "would_recommend": rng.choice(["yes", "no", "Yes", "YES", "maybe", ""], n, p=[0.45, 0.2, 0.1, 0.05, 0.15, 0.05]),
+            "would_recommend": rng.choice(
+                ["yes", "no", "Yes", "YES", "maybe", ""], n, p=[0.45, 0.2, 0.1, 0.05, 0.15, 0.05]
+            ),
         }
     )
     duplicates = frame.iloc[rng.choice(n, 14, replace=False)]
@@ -122,15 +132,36 @@ def customers() -> pd.DataFrame:
     """Customers of an online shop (joins)."""
     rng = np.random.default_rng(303)
     n = 240
-    first = ["Ana", "Ben", "Chloe", "Dmitri", "Eva", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Luca", "Mona", "Nils", "Olga", "Pavel"]
+    first = [
+        "Ana",
+        "Ben",
+        "Chloe",
+        "Dmitri",
+        "Eva",
+        "Farid",
+        "Greta",
+        "Hugo",
+        "Ines",
+        "Jonas",
+        "Kira",
+        "Luca",
+        "Mona",
+        "Nils",
+        "Olga",
+        "Pavel",
+    ]
     last = ["Silva", "Berg", "Novak", "Klein", "Rossi", "Dubois", "Meyer", "Costa", "Haas", "Lind", "Moreau", "Falk"]
     return pd.DataFrame(
         {
             "customer_id": [f"C{i:04d}" for i in range(1, n + 1)],
             "name": [f"{rng.choice(first)} {rng.choice(last)}" for _ in range(n)],
-            "city": rng.choice(["Berlin", "Hamburg", "Munich", "Cologne", "Leipzig"], n, p=[0.3, 0.22, 0.2, 0.16, 0.12]),
+            "city": rng.choice(
+                ["Berlin", "Hamburg", "Munich", "Cologne", "Leipzig"], n, p=[0.3, 0.22, 0.2, 0.16, 0.12]
+            ),
             "segment": rng.choice(["consumer", "business", "student"], n, p=[0.6, 0.25, 0.15]),
-            "joined": (pd.Timestamp("2021-06-01") + pd.to_timedelta(rng.integers(0, 900, n), unit="D")).strftime("%Y-%m-%d"),
+            "joined": (pd.Timestamp("2021-06-01") + pd.to_timedelta(rng.integers(0, 900, n), unit="D")).strftime(
+                "%Y-%m-%d"
+            ),
         }
     )
 
@@ -147,8 +178,14 @@ def products() -> pd.DataFrame:
     rows = []
     for category, items in names.items():
         for item in items:
-            rows.append({"sku": f"SKU-{len(rows) + 101}", "product": item, "category": category,
-                         "price": float(rng.choice([9.99, 14.5, 19.99, 24.9, 39.0, 59.0, 89.9, 129.0, 199.0]))})
+            rows.append(
+                {
+                    "sku": f"SKU-{len(rows) + 101}",
+                    "product": item,
+                    "category": category,
+                    "price": float(rng.choice([9.99, 14.5, 19.99, 24.9, 39.0, 59.0, 89.9, 129.0, 199.0])),
+                }
+            )
     frame = pd.DataFrame(rows)
     repeated = frame.iloc[[5]].assign(price=frame.iloc[5]["price"] + 10)
     return pd.concat([frame, repeated]).reset_index(drop=True)
@@ -167,7 +204,9 @@ def orders() -> pd.DataFrame:
             "customer_id": customer,
             "sku": [f"SKU-{i}" for i in rng.integers(101, 119, n)],
             "qty": rng.choice([1, 1, 1, 2, 2, 3, 4], n),
-            "date": (pd.Timestamp("2024-01-01") + pd.to_timedelta(np.sort(rng.integers(0, 182, n)), unit="D")).strftime("%Y-%m-%d"),
+            "date": (pd.Timestamp("2024-01-01") + pd.to_timedelta(np.sort(rng.integers(0, 182, n)), unit="D")).strftime(
+                "%Y-%m-%d"
+            ),
             "channel": rng.choice(["web", "app", "phone"], n, p=[0.55, 0.35, 0.1]),
         }
     )
@@ -177,12 +216,23 @@ def housing() -> pd.DataFrame:
     """Apartment sales with a price that depends on the features (feature engineering)."""
     rng = np.random.default_rng(404)
     n = 1000
-    hoods = {"Centrum": 6200, "Westpark": 4300, "Lakeside": 5100, "Oldmill": 3600, "Northfield": 2900, "Harbourview": 5600, "Eastgate": 3200, "Greenhill": 4700}
+    hoods = {
+        "Centrum": 6200,
+        "Westpark": 4300,
+        "Lakeside": 5100,
+        "Oldmill": 3600,
+        "Northfield": 2900,
+        "Harbourview": 5600,
+        "Eastgate": 3200,
+        "Greenhill": 4700,
+    }
     hood = rng.choice(list(hoods), n)
     area = rng.gamma(6, 12, n).round(1) + 20
     rooms = np.clip((area / 28 + rng.normal(0, 0.7, n)).round(), 1, 7).astype(int)
     year = rng.integers(1905, 2024, n)
-    label = np.where(year > 2010, "A", np.where(year > 1990, rng.choice(["B", "C"], n), rng.choice(["C", "D", "E", "F", "G"], n)))
+    label = np.where(
+        year > 2010, "A", np.where(year > 1990, rng.choice(["B", "C"], n), rng.choice(["C", "D", "E", "F", "G"], n))
+    )
     garden = rng.random(n) < 0.25
     floor = rng.integers(0, 12, n)
     base = np.array([hoods[h] for h in hood]) * area
@@ -216,7 +266,14 @@ def churn() -> pd.DataFrame:
     fee = (rng.normal(48, 14, n) + (contract == "monthly") * 6).round(2).clip(15, 120)
     calls = rng.poisson(1.4, n) + (rng.random(n) < 0.1) * rng.integers(2, 6, n)
     data_gb = rng.gamma(2.2, 5.5, n).round(1)
-    logit = -1.6 + 1.5 * (contract == "monthly") - 0.9 * (contract == "two-year") + 0.45 * calls - 0.035 * tenure + 0.018 * (fee - 48)
+    logit = (
+        -1.6
+        + 1.5 * (contract == "monthly")
+        - 0.9 * (contract == "two-year")
+        + 0.45 * calls
+        - 0.035 * tenure
+        + 0.018 * (fee - 48)
+    )
     churned = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
     age = rng.integers(18, 85, n).astype(float)
     age[rng.random(n) < 0.03] = np.nan
@@ -240,7 +297,12 @@ def weather() -> pd.DataFrame:
     rng = np.random.default_rng(606)
     days = pd.date_range("2023-01-01", "2023-12-31", freq="D")
     frames = []
-    climate = {"Lisbon": (17.5, 5.5, 2.2), "Oslo": (6.5, 10.5, 2.6), "Vienna": (11.5, 10.0, 1.9), "Dublin": (10.0, 5.0, 2.8)}
+    climate = {
+        "Lisbon": (17.5, 5.5, 2.2),
+        "Oslo": (6.5, 10.5, 2.6),
+        "Vienna": (11.5, 10.0, 1.9),
+        "Dublin": (10.0, 5.0, 2.8),
+    }
     for city, (mean, swing, rain) in climate.items():
         season = np.sin((days.day_of_year - 110) / 365 * 2 * np.pi)
         t_mean = mean + swing * season + rng.normal(0, 2.2, len(days))
@@ -266,8 +328,26 @@ def reviews() -> list[dict[str, object]]:
     """Product reviews as a JSON list of records (text processing)."""
     rng = np.random.default_rng(707)
     products_ = ["kettle", "blender", "toaster", "air fryer", "coffee grinder"]
-    good = ["works great", "really quiet", "easy to clean", "fast delivery", "solid build", "love the design", "good value for money", "heats up quickly"]
-    bad = ["stopped working", "too loud", "hard to clean", "arrived broken", "cheap plastic", "smells of burning", "lid does not close", "overpriced"]
+    good = [
+        "works great",
+        "really quiet",
+        "easy to clean",
+        "fast delivery",
+        "solid build",
+        "love the design",
+        "good value for money",
+        "heats up quickly",
+    ]
+    bad = [
+        "stopped working",
+        "too loud",
+        "hard to clean",
+        "arrived broken",
+        "cheap plastic",
+        "smells of burning",
+        "lid does not close",
+        "overpriced",
+    ]
     neutral = ["does the job", "as described", "average", "bought it for my parents", "second one I own"]
     records = []
     for i in range(620):
@@ -276,7 +356,9 @@ def reviews() -> list[dict[str, object]]:
         phrases = list(rng.choice(pool, int(rng.integers(1, 4)), replace=False))
         if rng.random() < 0.3:
             phrases.append(str(rng.choice(neutral)))
-        text = ". ".join(p.capitalize() if j == 0 else p for j, p in enumerate(phrases)) + rng.choice([".", "!", "!!", "", " :)"])
+        text = ". ".join(p.capitalize() if j == 0 else p for j, p in enumerate(phrases)) + rng.choice(
+            [".", "!", "!!", "", " :)"]
+        )
         if rng.random() < 0.08:
             text = text.upper()
         records.append(
@@ -301,9 +383,13 @@ def sensors() -> pd.DataFrame:
     frames = []
     for sensor, base in (("lab", 21.0), ("office", 22.5), ("storage", 17.0)):
         hours = stamps.hour + stamps.minute / 60
-        temperature = base + 1.8 * np.sin((hours - 9) / 24 * 2 * np.pi) + rng.normal(0, 0.25, len(stamps)).cumsum() * 0.05
+        temperature = (
+            base + 1.8 * np.sin((hours - 9) / 24 * 2 * np.pi) + rng.normal(0, 0.25, len(stamps)).cumsum() * 0.05
+        )
         humidity = 45 + 8 * np.cos(hours / 24 * 2 * np.pi) + rng.normal(0, 1.5, len(stamps))
-        frame = pd.DataFrame({"timestamp": stamps, "sensor": sensor, "temperature": temperature.round(2), "humidity": humidity.round(1)})
+        frame = pd.DataFrame(
+            {"timestamp": stamps, "sensor": sensor, "temperature": temperature.round(2), "humidity": humidity.round(1)}
+        )
         spikes = rng.choice(len(frame), 4, replace=False)
         frame.loc[spikes, "temperature"] = 85.0
         gap = int(rng.integers(100, 900))
@@ -319,7 +405,9 @@ def elevation() -> np.ndarray:
     y, x = np.mgrid[0:40, 0:60]
     hills = sum(
         h * np.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2 * s**2))
-        for h, cx, cy, s in zip(rng.uniform(80, 400, 6), rng.uniform(0, 60, 6), rng.uniform(0, 40, 6), rng.uniform(4, 12, 6))
+        for h, cx, cy, s in zip(
+            rng.uniform(80, 400, 6), rng.uniform(0, 60, 6), rng.uniform(0, 40, 6), rng.uniform(4, 12, 6)
+        )
     )
     return (120 + hills + rng.normal(0, 3, (40, 60))).round(1)
 
@@ -327,10 +415,22 @@ def elevation() -> np.ndarray:
 def routes() -> pd.DataFrame:
     """Road links between towns with distances in km (algorithms)."""
     rng = np.random.default_rng(910)
-    towns = ["Aldor", "Brisk", "Calden", "Dunmore", "Elmstead", "Farrow", "Glenby", "Hollis", "Ivybridge", "Jarrow", "Kelso"]
+    towns = [
+        "Aldor",
+        "Brisk",
+        "Calden",
+        "Dunmore",
+        "Elmstead",
+        "Farrow",
+        "Glenby",
+        "Hollis",
+        "Ivybridge",
+        "Jarrow",
+        "Kelso",
+    ]
     position = {t: rng.uniform(0, 100, 2) for t in towns}
     links = set()
-    for i, town in enumerate(towns):
+    for town in towns:
         distances = sorted(towns, key=lambda other: float(np.linalg.norm(position[town] - position[other])))
         for other in distances[1:4]:
             links.add(tuple(sorted((town, other))))
@@ -359,19 +459,38 @@ def events() -> dict[str, object]:
                 kind = kinds[min(int(rng.exponential(1.6)), len(kinds) - 1)] if e else "open"
                 props: dict[str, object] = {}
                 if kind == "search":
-                    props = {"query": str(rng.choice(["shoes", "rain jacket", "tent", "socks", "headlamp"])), "results": int(rng.integers(0, 60))}
+                    props = {
+                        "query": str(rng.choice(["shoes", "rain jacket", "tent", "socks", "headlamp"])),
+                        "results": int(rng.integers(0, 60)),
+                    }
                 elif kind in ("view_item", "add_to_cart"):
-                    props = {"item_id": int(rng.integers(100, 140)), "price": float(rng.choice([9.5, 24.0, 59.9, 119.0]))}
+                    props = {
+                        "item_id": int(rng.integers(100, 140)),
+                        "price": float(rng.choice([9.5, 24.0, 59.9, 119.0])),
+                    }
                 elif kind == "checkout":
-                    props = {"items": int(rng.integers(1, 5)), "total": round(float(rng.uniform(10, 300)), 2), "coupon": None if rng.random() < 0.7 else "SPRING10"}
+                    props = {
+                        "items": int(rng.integers(1, 5)),
+                        "total": round(float(rng.uniform(10, 300)), 2),
+                        "coupon": None if rng.random() < 0.7 else "SPRING10",
+                    }
                 clock += pd.Timedelta(seconds=int(rng.integers(5, 400)))
                 evs.append({"type": kind, "ts": clock.isoformat(), "props": props})
-            sessions_.append({"session_id": f"s{u:02d}{s}", "device": {"os": os_, "form": form, "app_version": str(rng.choice(["3.2.0", "3.2.1", "3.3.0"]))}, "events": evs})
+            sessions_.append(
+                {
+                    "session_id": f"s{u:02d}{s}",
+                    "device": {"os": os_, "form": form, "app_version": str(rng.choice(["3.2.0", "3.2.1", "3.3.0"]))},
+                    "events": evs,
+                }
+            )
         user: dict[str, object] = {
             "user_id": 1000 + u,
             "name": f"user{1000 + u}",
             "plan": str(rng.choice(plans, p=[0.6, 0.3, 0.1])),
-            "address": {"city": str(rng.choice(["Madrid", "Porto", "Lyon", "Turin"])), "zip": f"{rng.integers(10000, 99999)}"},
+            "address": {
+                "city": str(rng.choice(["Madrid", "Porto", "Lyon", "Turin"])),
+                "zip": f"{rng.integers(10000, 99999)}",
+            },
             "sessions": sessions_,
         }
         if rng.random() < 0.15:
@@ -386,12 +505,17 @@ def transactions() -> pd.DataFrame:
     n = 700
     amounts = rng.lognormal(3.4, 0.9, n).round(2)
     currency = rng.choice(["EUR", "USD", "GBP", "CHF", "SEK"], n, p=[0.5, 0.2, 0.15, 0.08, 0.07])
-    text = [f"{a:.2f}".replace(".", ",") if c in ("EUR", "SEK") and rng.random() < 0.4 else f"{a:.2f}" for a, c in zip(amounts, currency)]
+    text = [
+        f"{a:.2f}".replace(".", ",") if c in ("EUR", "SEK") and rng.random() < 0.4 else f"{a:.2f}"
+        for a, c in zip(amounts, currency)
+    ]
     merchants = ["Café Nord", "BookBarn", "RailPass", "FreshMart", "CloudHost", "Pharma+", "CinemaX", "TaxiGo"]
     return pd.DataFrame(
         {
             "tx_id": np.arange(1, n + 1),
-            "timestamp": (pd.Timestamp("2024-04-01") + pd.to_timedelta(np.sort(rng.integers(0, 30 * 24 * 3600, n)), unit="s")).strftime("%Y-%m-%d %H:%M:%S"),
+            "timestamp": (
+                pd.Timestamp("2024-04-01") + pd.to_timedelta(np.sort(rng.integers(0, 30 * 24 * 3600, n)), unit="s")
+            ).strftime("%Y-%m-%d %H:%M:%S"),
             "merchant": rng.choice(merchants, n),
             "amount": text,
             "currency": currency,
@@ -417,7 +541,9 @@ def flights() -> pd.DataFrame:
     cancelled = rng.random(n) < 0.025
     return pd.DataFrame(
         {
-            "flight_date": (pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 91, n), unit="D")).strftime("%Y-%m-%d"),
+            "flight_date": (pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 91, n), unit="D")).strftime(
+                "%Y-%m-%d"
+            ),
             "carrier": carrier,
             "flight_no": [f"{c}{rng.integers(100, 999)}" for c in carrier],
             "origin": origin,
@@ -434,7 +560,13 @@ def prices() -> pd.DataFrame:
     """Daily closing prices of five fictional stocks, one column each (time series)."""
     rng = np.random.default_rng(1301)
     days = pd.bdate_range("2023-01-02", "2024-06-28")
-    tickers = {"ORBX": (0.0006, 0.018), "KELP": (0.0002, 0.011), "VANT": (0.0009, 0.026), "MIRA": (-0.0001, 0.014), "QUIL": (0.0004, 0.02)}
+    tickers = {
+        "ORBX": (0.0006, 0.018),
+        "KELP": (0.0002, 0.011),
+        "VANT": (0.0009, 0.026),
+        "MIRA": (-0.0001, 0.014),
+        "QUIL": (0.0004, 0.02),
+    }
     frame = pd.DataFrame({"date": days.strftime("%Y-%m-%d")})
     market = rng.normal(0, 0.008, len(days))
     for ticker, (drift, vol) in tickers.items():
@@ -447,18 +579,35 @@ def prices() -> pd.DataFrame:
 def access_log() -> str:
     """A web server access log, one request per line (text processing)."""
     rng = np.random.default_rng(1401)
-    paths = ["/", "/login", "/api/items", "/api/items/42", "/api/cart", "/static/app.js", "/static/logo.png", "/search?q=tent", "/checkout", "/admin"]
+    paths = [
+        "/",
+        "/login",
+        "/api/items",
+        "/api/items/42",
+        "/api/cart",
+        "/static/app.js",
+        "/static/logo.png",
+        "/search?q=tent",
+        "/checkout",
+        "/admin",
+    ]
     clock = pd.Timestamp("2024-06-03 00:00:00")
     lines = []
     for _ in range(1500):
         clock += pd.Timedelta(seconds=int(rng.exponential(55)))
         path = str(rng.choice(paths, p=[0.12, 0.08, 0.2, 0.1, 0.1, 0.12, 0.1, 0.08, 0.05, 0.05]))
-        status = int(rng.choice([200, 200, 200, 200, 304, 404, 500, 401])) if path != "/admin" else int(rng.choice([401, 403]))
+        status = (
+            int(rng.choice([200, 200, 200, 200, 304, 404, 500, 401]))
+            if path != "/admin"
+            else int(rng.choice([401, 403]))
+        )
         method = "POST" if path in ("/login", "/api/cart", "/checkout") and rng.random() < 0.7 else "GET"
         ip = f"10.0.{rng.integers(0, 4)}.{rng.integers(2, 60)}"
         latency = int(rng.gamma(2, 40)) + (path == "/checkout") * 300 + (status == 500) * 900
         size = int(rng.integers(200, 40000)) if status == 200 else 0
-        lines.append(f'{ip} - - [{clock.strftime("%d/%b/%Y:%H:%M:%S")} +0000] "{method} {path} HTTP/1.1" {status} {size} {latency}ms')
+        lines.append(
+            f'{ip} - - [{clock.strftime("%d/%b/%Y:%H:%M:%S")} +0000] "{method} {path} HTTP/1.1" {status} {size} {latency}ms'
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -511,7 +660,11 @@ def write_all(out: Path) -> list[Path]:
         # no pandas index column and fixed compression keep the bytes stable
         make().to_parquet(out / name, index=False, compression="snappy")
         written.append(out / name)
-    for name, payload, indent in (("reviews.json", reviews(), 1), ("events.json", events(), 2), ("fx_rates.json", FX_RATES, 2)):
+    for name, payload, indent in (
+        ("reviews.json", reviews(), 1),
+        ("events.json", events(), 2),
+        ("fx_rates.json", FX_RATES, 2),
+    ):
         (out / name).write_text(json.dumps(payload, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(out / name)
     np.save(out / "elevation.npy", elevation())

@@ -25,7 +25,6 @@ import concurrent.futures
 import csv
 import datetime as dt
 import filecmp
-import importlib.util
 import json
 import os
 import random
@@ -53,6 +52,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from sessions import SESSIONS, Session  # noqa: E402
+
 LOGS_DIR = HERE / "logs"
 FILES_DIR = HERE / "files"
 
@@ -62,6 +62,9 @@ FILES_DIR = HERE / "files"
 # the corpus; today no output reaches it. Images are kept whole: a cut PNG is useless.
 MAX_OUTPUT_CHARS = 20_000
 UNTRUNCATED_MIME_TYPES = {"image/png"}
+# A table's HTML repeats its text/plain and would make up half the corpus; no reader of the logs uses it
+# (the replay renders text/plain), so an output that has text/plain keeps only that and its images.
+DROPPED_MIME_TYPES = {"text/html"}
 # A cell_output field stays under Python's default csv field limit (128 KiB) so
 # every CSV reader takes the logs as they are; the largest images give way to a placeholder.
 MAX_FIELD_CHARS = 120_000
@@ -123,6 +126,8 @@ def clean_output(output: dict[str, Any], kernel_pid: int) -> dict[str, Any] | No
         return output
     data = {}
     for mime, value in output["data"].items():
+        if mime in DROPPED_MIME_TYPES and "text/plain" in output["data"]:
+            continue
         if isinstance(value, str) and mime not in UNTRUNCATED_MIME_TYPES:
             value = cap(normalise_text(value, kernel_pid))
         data[mime] = value
@@ -432,7 +437,11 @@ def generate(session: Session, out: Path) -> list[dict[str, Any]]:
     """
     with ExitStack() as kernels:
         log = SessionLog(
-            session.name, session.persona.user, session.persona.expert, dt.datetime.fromisoformat(session.start), kernels
+            session.name,
+            session.persona.user,
+            session.persona.expert,
+            dt.datetime.fromisoformat(session.start),
+            kernels,
         )
         try:
             session.play(log, Notebook)
