@@ -36,8 +36,8 @@ run: $(STAMP)
 
 # ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
 lint: $(STAMP)
-	$(PY) -m ruff check themisto tests bench lm_eval_tasks
-	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks
+	$(PY) -m ruff check themisto tests bench lm_eval_tasks data
+	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks data
 	$(PY) -m mypy
 
 test: lint

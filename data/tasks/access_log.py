@@ -10,7 +10,11 @@ if TYPE_CHECKING:
 NOTEBOOK = "access_log.ipynb"
 FAMILY = "text processing"
 TITLE = "parse an access log and find slow and failing endpoints"
-ALIASES = {"lines": ("lines", "raw_lines", "log_lines"), "logs": ("logs", "requests", "df"), "pattern": ("pattern", "LINE_RE", "rx")}
+ALIASES = {
+    "lines": ("lines", "raw_lines", "log_lines"),
+    "logs": ("logs", "requests", "df"),
+    "pattern": ("pattern", "LINE_RE", "rx"),
+}
 
 
 def plan(dev: Developer) -> None:
@@ -38,14 +42,19 @@ def plan(dev: Developer) -> None:
         wrong=[("format='%d/%b/%Y:%H:%M:%S %z'", "format='%d/%m/%Y:%H:%M:%S %z'")],
     )
     dev.cell("logs['status'].value_counts()")
-    dev.cell("logs.groupby('path')['latency'].agg(['mean', 'max', 'count']).round(1).sort_values('mean', ascending=False)")
+    dev.cell(
+        "logs.groupby('path')['latency'].agg(['mean', 'max', 'count']).round(1).sort_values('mean', ascending=False)"
+    )
     dev.cell("errors = logs[logs['status'] >= 500]", show="errors[['time', 'path', 'latency']].head()")
     dev.cell(
         r"logs['endpoint'] = logs['path'].str.replace(r'\d+', ':id', regex=True).str.split('?').str[0]",
         show="logs['endpoint'].value_counts()",
     )
     dev.cell("logs.groupby('ip').size().nlargest(5)")
-    dev.cell("suspicious = logs[logs['path'] == '/admin'].groupby('ip').size()", show="suspicious.sort_values(ascending=False).head()")
+    dev.cell(
+        "suspicious = logs[logs['path'] == '/admin'].groupby('ip').size()",
+        show="suspicious.sort_values(ascending=False).head()",
+    )
     dev.cell("per_hour = logs.set_index('time').resample('h').size()", show="per_hour.describe().round(2)")
     dev.cell("per_hour.idxmax(), per_hour.max()")
     dev.cell("logs['latency'].quantile([0.5, 0.9, 0.99])")
@@ -72,7 +81,9 @@ def plan(dev: Developer) -> None:
         "top_paths = logs['path'].value_counts().head(3).index\nfor path in top_paths:\n"
         "    print(path, logs.loc[logs['path'] == path, 'latency'].median())"
     )
-    dev.cell("print(f\"{(logs['status'] == 404).mean():.2%} not found, {(logs['status'] >= 500).mean():.2%} server errors\")")
+    dev.cell(
+        "print(f\"{(logs['status'] == 404).mean():.2%} not found, {(logs['status'] >= 500).mean():.2%} server errors\")"
+    )
     dev.cell(
         "import time\n\n"
         "def whois(ip):\n    time.sleep(0.3)  # one lookup per address\n    return 'internal' if ip.startswith('10.') else 'external'\n\n"

@@ -10,7 +10,11 @@ if TYPE_CHECKING:
 NOTEBOOK = "churn_model.ipynb"
 FAMILY = "modelling and evaluation"
 TITLE = "train and evaluate a churn classifier"
-ALIASES = {"churn": ("churn", "df", "customers"), "model": ("model", "clf", "logreg"), "final": ("final", "best_model", "tuned")}
+ALIASES = {
+    "churn": ("churn", "df", "customers"),
+    "model": ("model", "clf", "logreg"),
+    "final": ("final", "best_model", "tuned"),
+}
 
 
 def plan(dev: Developer) -> None:
@@ -96,12 +100,19 @@ def plan(dev: Developer) -> None:
         show="test.groupby('decile')['churned'].mean().round(3)",
     )
     dev.cell("test.groupby('decile')['churned'].mean().plot.bar(title='Churn rate by score decile')", plot=True)
-    dev.cell("from sklearn.metrics import RocCurveDisplay\nRocCurveDisplay.from_predictions(y_test, test['score'])", plot=True, optional=0.3)
+    dev.cell(
+        "from sklearn.metrics import RocCurveDisplay\nRocCurveDisplay.from_predictions(y_test, test['score'])",
+        plot=True,
+        optional=0.3,
+    )
     dev.cell(
         "churn.groupby(pd.cut(churn['support_calls'], [-1, 0, 1, 3, 10]), observed=True)['churned'].agg(['mean', 'size']).round(3)"
     )
     dev.cell(
-        "print(f\"baseline accuracy: {1 - y_test.mean():.3f}\")\n"
-        "print(f\"model accuracy: {(final.predict(X_test) == y_test).mean():.3f}\")"
+        'print(f"baseline accuracy: {1 - y_test.mean():.3f}")\n'
+        'print(f"model accuracy: {(final.predict(X_test) == y_test).mean():.3f}")'
     )
-    dev.cell("pd.crosstab(churn['contract'], churn['payment'], values=churn['churned'], aggfunc='mean').round(3)", optional=0.3)
+    dev.cell(
+        "pd.crosstab(churn['contract'], churn['payment'], values=churn['churned'], aggfunc='mean').round(3)",
+        optional=0.3,
+    )

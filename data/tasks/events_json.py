@@ -10,11 +10,19 @@ if TYPE_CHECKING:
 NOTEBOOK = "events_json.ipynb"
 FAMILY = "nested JSON wrangling"
 TITLE = "flatten an analytics export and build a funnel"
-ALIASES = {"data": ("data", "export", "payload"), "users": ("users", "people", "accounts"), "events": ("events", "ev", "actions")}
+ALIASES = {
+    "data": ("data", "export", "payload"),
+    "users": ("users", "people", "accounts"),
+    "events": ("events", "ev", "actions"),
+}
 
 
 def plan(dev: Developer) -> None:
-    dev.imports("import json", "import pandas as pd", then="with open('files/events.json') as f:\n    data = json.load(f)\ndata.keys()")
+    dev.imports(
+        "import json",
+        "import pandas as pd",
+        then="with open('files/events.json') as f:\n    data = json.load(f)\ndata.keys()",
+    )
     dev.cell("data['export']")
     dev.cell("users = data['users']", show="len(users), list(users[0].keys())")
     dev.cell("users[0]['sessions'][0]['device']", peek=["len(users[0]['sessions'])"])
@@ -42,7 +50,10 @@ def plan(dev: Developer) -> None:
     dev.cell("events['type'].value_counts()")
     dev.cell("events['ts'] = pd.to_datetime(events['ts'])", show="events['ts'].min(), events['ts'].max()")
     dev.cell("events.filter(like='props').notna().sum()")
-    dev.cell("checkouts = events[events['type'] == 'checkout']", show="checkouts[['user_id', 'props.total', 'props.coupon']].head()")
+    dev.cell(
+        "checkouts = events[events['type'] == 'checkout']",
+        show="checkouts[['user_id', 'props.total', 'props.coupon']].head()",
+    )
     dev.cell("checkouts['props.total'].sum().round(2)")
     dev.cell("checkouts['props.coupon'].value_counts(dropna=False)", optional=0.3)
     dev.cell(

@@ -27,7 +27,10 @@ def plan(dev: Developer) -> None:
     dev.cell("flights['cancelled'].mean().round(4)")
     dev.cell("flights['dep_delay'].describe()")
     dev.cell("flights.groupby('carrier')['dep_delay'].agg(['mean', 'median', 'count']).round(1)")
-    dev.cell("flights['late'] = flights['dep_delay'] > 15", show="flights.groupby('carrier')['late'].mean().round(3).sort_values()")
+    dev.cell(
+        "flights['late'] = flights['dep_delay'] > 15",
+        show="flights.groupby('carrier')['late'].mean().round(3).sort_values()",
+    )
     dev.cell(
         "flights['hour'] = flights['sched_dep'].str[:2].astype(int)",
         show="flights.groupby('hour')['dep_delay'].mean().round(1)",
@@ -50,10 +53,15 @@ def plan(dev: Developer) -> None:
         "flights['haul'] = pd.cut(flights['distance_km'], [0, 600, 1200, 2000], labels=['short', 'medium', 'long'])",
         show="flights.groupby('haul', observed=True)['dep_delay'].median()",
     )
-    dev.cell("worst = flights.nlargest(5, 'dep_delay')[['flight_date', 'flight_no', 'origin', 'dest', 'dep_delay']]", show="worst")
+    dev.cell(
+        "worst = flights.nlargest(5, 'dep_delay')[['flight_date', 'flight_no', 'origin', 'dest', 'dep_delay']]",
+        show="worst",
+    )
     dev.cell("flights['dep_delay'].quantile([0.5, 0.75, 0.9, 0.99])")
     dev.cell("flights['dep_delay'].clip(-15, 120).plot.hist(bins=40, title='Departure delay (min)')", plot=True)
-    dev.cell("flights.assign(on_time=flights['dep_delay'] <= 5).groupby('origin')['on_time'].mean().round(3).sort_values()")
+    dev.cell(
+        "flights.assign(on_time=flights['dep_delay'] <= 5).groupby('origin')['on_time'].mean().round(3).sort_values()"
+    )
     dev.cell(
         "daily = flights.groupby('flight_date').agg(n=('flight_no', 'size'), delay=('dep_delay', 'mean'))",
         show="daily.sort_values('delay', ascending=False).head()",

@@ -10,7 +10,11 @@ if TYPE_CHECKING:
 NOTEBOOK = "grades.ipynb"
 FAMILY = "joins and reshaping"
 TITLE = "melt, pivot and rank school grades"
-ALIASES = {"grades": ("grades", "wide", "scores"), "long": ("long", "tidy", "melted"), "by_term": ("by_term", "terms", "term_means")}
+ALIASES = {
+    "grades": ("grades", "wide", "scores"),
+    "long": ("long", "tidy", "melted"),
+    "by_term": ("by_term", "terms", "term_means"),
+}
 
 
 def plan(dev: Developer) -> None:
@@ -64,7 +68,10 @@ def plan(dev: Developer) -> None:
     )
     dev.cell("long['grade'] = grade", show="pd.crosstab(long['subject'], long['grade'])")
     dev.cell("improved = by_term[3] - by_term[1]", show="improved.round(2)")
-    dev.cell("per_class = long.groupby(['class', 'subject'])['score'].agg(['mean', 'std']).round(2)", show="per_class.head(8)")
+    dev.cell(
+        "per_class = long.groupby(['class', 'subject'])['score'].agg(['mean', 'std']).round(2)",
+        show="per_class.head(8)",
+    )
     dev.cell("per_class['mean'].unstack()", optional=0.3)
     dev.cell(
         "top3 = long.sort_values('score', ascending=False).groupby('subject').head(3)",

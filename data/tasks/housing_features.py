@@ -50,7 +50,9 @@ def plan(dev: Developer) -> None:
         "homes['energy_score'] = homes['energy_label'].map(label_order)",
         show="homes['energy_score'].value_counts().sort_index()",
     )
-    dev.cell("dummies = pd.get_dummies(homes['neighbourhood'], prefix='hood', dtype=int)", show="dummies.sum().sort_values()")
+    dev.cell(
+        "dummies = pd.get_dummies(homes['neighbourhood'], prefix='hood', dtype=int)", show="dummies.sum().sort_values()"
+    )
     dev.cell("homes = pd.concat([homes, dummies], axis=1)", show="homes.shape", once=True)
     dev.cell(
         "seasons = {12: 'winter', 1: 'winter', 2: 'winter', 3: 'spring', 4: 'spring', 5: 'spring',\n"

@@ -10,11 +10,17 @@ if TYPE_CHECKING:
 NOTEBOOK = "payments_report.ipynb"
 FAMILY = "debugging"
 TITLE = "debug a payments report one failure at a time"
-ALIASES = {"tx": ("tx", "payments", "trans"), "ok": ("ok", "settled", "good"), "by_merchant": ("by_merchant", "merchants", "per_merchant")}
+ALIASES = {
+    "tx": ("tx", "payments", "trans"),
+    "ok": ("ok", "settled", "good"),
+    "by_merchant": ("by_merchant", "merchants", "per_merchant"),
+}
 
 
 def plan(dev: Developer) -> None:
-    dev.imports("import json", "import pandas as pd", "import numpy as np", then="print(pd.__version__, np.__version__)")
+    dev.imports(
+        "import json", "import pandas as pd", "import numpy as np", then="print(pd.__version__, np.__version__)"
+    )
     dev.cell(
         "tx = pd.read_csv('files/transactions.csv')",
         show="tx.shape",
@@ -33,7 +39,10 @@ def plan(dev: Developer) -> None:
         "def to_eur(row):\n    return row['amount'] / fx['rates'].get(row['currency'], 1.0)\n\n"
         "tx['amount_eur'] = tx.apply(to_eur, axis=1)",
         show="tx['amount_eur'].sum().round(2)",
-        broken=[("fx['rates'].get(row['currency'], 1.0)", "fx['rates'][row['currency']]"), ("tx.apply(to_eur, axis=1)", "tx.apply(to_eur)")],
+        broken=[
+            ("fx['rates'].get(row['currency'], 1.0)", "fx['rates'][row['currency']]"),
+            ("tx.apply(to_eur, axis=1)", "tx.apply(to_eur)"),
+        ],
     )
     dev.cell(
         "tx['timestamp'] = pd.to_datetime(tx['timestamp'])\ntx['day'] = tx['timestamp'].dt.day",
@@ -46,7 +55,9 @@ def plan(dev: Developer) -> None:
         show="by_merchant.sort_values('sum', ascending=False)",
         broken=[(".agg(['sum', 'count'])", ".agg('sum', 'count')")],
     )
-    dev.cell("refunds = tx[tx['status'] == 'refunded']\nrefund_rate = len(refunds) / len(tx)", show="round(refund_rate, 4)")
+    dev.cell(
+        "refunds = tx[tx['status'] == 'refunded']\nrefund_rate = len(refunds) / len(tx)", show="round(refund_rate, 4)"
+    )
     dev.cell(
         "by_merchant['declined'] = tx[tx['status'] == 'declined'].groupby('merchant').size()\n"
         "by_merchant['decline_rate'] = by_merchant['declined'] / by_merchant['count']",

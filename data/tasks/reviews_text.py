@@ -63,7 +63,10 @@ def plan(dev: Developer) -> None:
         show="reviews.groupby('rating')['sentiment'].mean().round(2)",
     )
     dev.cell("pd.crosstab(reviews['rating'], np.sign(reviews['sentiment']))")
-    dev.cell("reviews['exclaims'] = reviews['text'].str.count('!')", show="reviews.groupby('rating')['exclaims'].mean().round(2)")
+    dev.cell(
+        "reviews['exclaims'] = reviews['text'].str.count('!')",
+        show="reviews.groupby('rating')['exclaims'].mean().round(2)",
+    )
     dev.cell(
         "reviews['date'] = pd.to_datetime(reviews['date'])",
         show="reviews.set_index('date').resample('MS')['rating'].mean().round(2)",

@@ -42,7 +42,12 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "by_store = df.groupby('store')['revenue'].agg(['sum', 'mean', 'count']).round(2)",
         show="by_store.sort_values('sum', ascending=False)",
-        wrong=[("df.groupby('store')['revenue'].agg(['sum', 'mean', 'count'])", "df.groupby('store').agg(['sum', 'mean', 'count'])")],
+        wrong=[
+            (
+                "df.groupby('store')['revenue'].agg(['sum', 'mean', 'count'])",
+                "df.groupby('store').agg(['sum', 'mean', 'count'])",
+            )
+        ],
     )
     dev.cell("df.groupby('category')['units'].sum().sort_values(ascending=False)")
     dev.cell(
@@ -50,8 +55,11 @@ def plan(dev: Developer) -> None:
         tweaks=[("df['payment'])", "df['payment'], normalize='index').round(2)")],
     )
     dev.cell("by_store['sum'].sort_values().plot.barh(title='Revenue by store')", plot=True)
-    dev.cell("monthly = df.set_index('date').resample('MS')['revenue'].sum()", show="monthly.round(2)",
-             wrong=[("resample('MS')", "resample('month')")])
+    dev.cell(
+        "monthly = df.set_index('date').resample('MS')['revenue'].sum()",
+        show="monthly.round(2)",
+        wrong=[("resample('MS')", "resample('month')")],
+    )
     dev.cell("monthly.plot(marker='o', title='Monthly revenue')", plot=True, optional=0.3)
     dev.cell(
         "top = df.groupby('product')['revenue'].sum().nlargest(5)\nprint('Top products by revenue:')\ntop.round(2)",
@@ -61,8 +69,11 @@ def plan(dev: Developer) -> None:
     dev.cell("df.groupby('category')['rating'].mean().round(2)", peek=["df['category'].unique()"])
     dev.cell("df[df['discount'] > 0].groupby('discount')['units'].mean()", optional=0.3)
     dev.section("## When do people buy?")
-    dev.cell("df['weekday'] = df['date'].dt.day_name()", show="df['weekday'].value_counts()",
-             wrong=[("dt.day_name()", "dt.weekday_name")])
+    dev.cell(
+        "df['weekday'] = df['date'].dt.day_name()",
+        show="df['weekday'].value_counts()",
+        wrong=[("dt.day_name()", "dt.weekday_name")],
+    )
     dev.cell(
         "pd.pivot_table(df, index='weekday', columns='category', values='revenue', aggfunc='sum').round(0)",
         wrong=[("values='revenue'", "values='Revenue'")],
@@ -95,7 +106,7 @@ def plan(dev: Developer) -> None:
         tweaks=[("corr()", "corr(method='spearman')")],
     )
     dev.cell(
-        "print(f\"orders: {len(df)}\")\nprint(f\"revenue: {df['revenue'].sum():,.2f}\")\n"
+        'print(f"orders: {len(df)}")\nprint(f"revenue: {df[\'revenue\'].sum():,.2f}")\n'
         "print(f\"mean basket: {df['units'].mean():.2f} units\")"
     )
     dev.cell("df.sort_values('revenue', ascending=False).head()[['date', 'store', 'product', 'revenue']]")

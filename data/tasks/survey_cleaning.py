@@ -93,7 +93,10 @@ def plan(dev: Developer) -> None:
         show="clean['income'].isna().sum()",
     )
     dev.cell("clean.groupby('gender', dropna=False)['sat'].agg(['mean', 'count']).round(2)")
-    dev.cell("pd.crosstab(clean['country'], clean['recommend'])", tweaks=[("clean['recommend'])", "clean['recommend'], margins=True)")])
+    dev.cell(
+        "pd.crosstab(clean['country'], clean['recommend'])",
+        tweaks=[("clean['recommend'])", "clean['recommend'], margins=True)")],
+    )
     dev.cell("clean['signup'].dt.to_period('Q').value_counts().sort_index()", optional=0.3)
     dev.cell(
         "assert clean['respondent_id'].is_unique\nassert clean['age'].dropna().between(16, 100).all()\nprint('checks passed')",

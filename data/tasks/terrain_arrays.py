@@ -10,7 +10,11 @@ if TYPE_CHECKING:
 NOTEBOOK = "terrain.ipynb"
 FAMILY = "numerical arrays and algorithms"
 TITLE = "terrain statistics, flood fill and shortest paths"
-ALIASES = {"grid": ("grid", "terrain", "elev"), "routes": ("routes", "roads", "links"), "short": ("short", "shortest", "sp")}
+ALIASES = {
+    "grid": ("grid", "terrain", "elev"),
+    "routes": ("routes", "roads", "links"),
+    "short": ("short", "shortest", "sp"),
+}
 
 
 def plan(dev: Developer) -> None:

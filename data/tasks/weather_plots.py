@@ -55,8 +55,12 @@ def plan(dev: Developer) -> None:
     dev.cell("weather.groupby('city')['wind_kmh'].quantile(0.95).round(1)")
     dev.cell("weather.plot.scatter(x='humidity', y='precip_mm', alpha=0.2)", plot=True, optional=0.3)
     dev.cell("weather[['t_mean', 'precip_mm', 'wind_kmh', 'humidity']].corr().round(2)")
-    dev.cell("hottest = weather.loc[weather.groupby('city')['t_max'].idxmax(), ['city', 'date', 't_max']]", show="hottest")
-    dev.cell("coldest = weather.loc[weather.groupby('city')['t_min'].idxmin(), ['city', 'date', 't_min']]", show="coldest")
+    dev.cell(
+        "hottest = weather.loc[weather.groupby('city')['t_max'].idxmax(), ['city', 'date', 't_max']]", show="hottest"
+    )
+    dev.cell(
+        "coldest = weather.loc[weather.groupby('city')['t_min'].idxmin(), ['city', 'date', 't_min']]", show="coldest"
+    )
     dev.cell("weather.boxplot(column='t_mean', by='city')", plot=True)
     dev.cell(
         "rolling = weather.set_index('date').groupby('city')['t_mean'].rolling(7).mean()",
@@ -65,7 +69,12 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "weather.pivot(index='date', columns='city', values='t_mean').rolling(30).mean().plot(title='30-day rolling mean')",
         plot=True,
-        wrong=[("weather.pivot(index='date', columns='city', values='t_mean')", "weather.pivot(index='date', columns='city')")],
+        wrong=[
+            (
+                "weather.pivot(index='date', columns='city', values='t_mean')",
+                "weather.pivot(index='date', columns='city')",
+            )
+        ],
     )
     dev.cell("(weather['precip_mm'] > 10).groupby(weather['city']).sum()")
     dev.cell("frost = weather[weather['t_min'] < 0].groupby('city').size()", show="frost")
