@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
 
-.PHONY: run exec-score test lint bench install clean
+.PHONY: run exec-score test lint bench corpus install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,10 @@ install: $(STAMP)
 BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-state-lookup themisto-majority themisto-heuristic
 
 # record (complete trajectories are reused), build, evaluate the baselines, report.
-# The kernels run in a scratch folder so files a notebook writes never land among the logs.
+# The kernels run in a scratch folder so files a notebook writes never land among the logs;
+# the sessions read their data files as files/..., so the folder gets a fresh copy of data/files.
 run: $(STAMP)
-	mkdir -p runs/workdir
+	rm -rf runs/workdir && mkdir -p runs/workdir && cp -R data/files runs/workdir/files
 	$(PY) -m themisto record data/logs -o data/trajectories --workdir runs/workdir --resume
 	$(PY) -m themisto build data/trajectories -o hf_dataset
 	for model in $(BASELINES); do \
@@ -46,12 +47,17 @@ exec-score: $(STAMP)
 
 # ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
 lint: $(STAMP)
-	$(PY) -m ruff check themisto tests bench lm_eval_tasks
-	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks
+	$(PY) -m ruff check themisto tests bench lm_eval_tasks data
+	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks data
 	$(PY) -m mypy
 
 test: lint
 	$(PY) -m pytest -q
+
+# the bundled corpus from its seeded generators: data/files, then data/logs (byte for byte the same)
+corpus: $(STAMP)
+	$(PY) data/make_files.py
+	$(PY) data/make_logs.py --jobs 2
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py $(ARGS)

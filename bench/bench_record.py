@@ -16,6 +16,7 @@ interleaved and medians compared. ``--quick`` runs one repetition.
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 import tempfile
@@ -162,9 +163,9 @@ def _recorded_corpus(out_dir: Path, workdir: Path, jobs: int) -> tuple[float, in
 def _corpus_rows(repetitions: int, folder: Path) -> list[dict]:
     """The corpus rows: recording overhead against plain nbclient, and --jobs 2 against --jobs 1 throughput."""
     segments = _segments()
-    # the sessions write files (e.g. a CSV) into their working directory: keep them out of data/logs
+    # the sessions read their data as files/... from the working directory (as `make run` prepares it)
     workdir = folder / "workdir"
-    workdir.mkdir()
+    shutil.copytree(CORPUS[0].parent.parent / "files", workdir / "files")
     plain: list[float] = []
     serial: list[float] = []
     parallel: list[float] = []

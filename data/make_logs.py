@@ -1,11 +1,13 @@
-"""Generate the bundled JuNE-format development logs in data/logs/ from the scripts in data/sessions/.
+"""Generate the bundled JuNE-format development logs in data/logs/ from the sessions of data/sessions.py.
 
-Each module in data/sessions/ describes one simulated developer session as a
-function ``script(nb)`` that adds, edits, runs, deletes and saves cells,
-restarts the kernel and renames the notebook through a :class:`Notebook`.
-Every ``run`` really executes the cell in a live ``python3`` Jupyter kernel and
-the outputs it produced become the ``cell_output`` of the ``finished_execute``
-event, so the logs carry real original outputs.
+A session is a task's notebook plan (``data/tasks/*.py``) played by one
+simulated developer (``data/developer.py``): the developer adds, edits, runs,
+deletes and saves cells, restarts the kernel and renames the notebook through
+a :class:`Notebook`. Every ``run`` really executes the cell in a live
+``python3`` Jupyter kernel whose working directory holds a copy of
+``data/files/`` as ``files/``, and the outputs it produced become the
+``cell_output`` of the ``finished_execute`` event, so the logs carry real
+original outputs.
 
 Generation is deterministic, so regenerating reproduces the committed CSVs
 byte for byte: timestamps, ids and think times derive from the session name;
@@ -13,28 +15,29 @@ the kernel runs with a fixed hash seed and one BLAS thread; the few outputs
 that depend on the machine (interpreter prefix, temporary-file paths, the
 kernel's pid) are rewritten to fixed strings.
 
-Usage: ``python data/make_logs.py [--out DIR] [--only NAME ...]``
+Usage: ``python data/make_logs.py [--out DIR] [--only NAME ...] [--jobs N]``
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import datetime as dt
-import importlib.util
+import filecmp
 import json
 import os
 import random
 import re
+import shutil
 import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import nbformat
@@ -44,8 +47,14 @@ from jupyter_client.manager import KernelManager, start_new_kernel
 from themisto.recording.sources.june import JUNE_COLUMNS
 
 HERE = Path(__file__).resolve().parent
-SESSIONS_DIR = HERE / "sessions"
+# The generator's modules (developer, sessions, tasks/) live next to it; data/ is not a package.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from sessions import SESSIONS, Session  # noqa: E402
+
 LOGS_DIR = HERE / "logs"
+FILES_DIR = HERE / "files"
 
 
 # Any single string inside an output (a stream text, an HTML table, a
@@ -53,6 +62,9 @@ LOGS_DIR = HERE / "logs"
 # the corpus; today no output reaches it. Images are kept whole: a cut PNG is useless.
 MAX_OUTPUT_CHARS = 20_000
 UNTRUNCATED_MIME_TYPES = {"image/png"}
+# A table's HTML repeats its text/plain and would make up half the corpus; no reader of the logs uses it
+# (the replay renders text/plain), so an output that has text/plain keeps only that and its images.
+DROPPED_MIME_TYPES = {"text/html"}
 # A cell_output field stays under Python's default csv field limit (128 KiB) so
 # every CSV reader takes the logs as they are; the largest images give way to a placeholder.
 MAX_FIELD_CHARS = 120_000
@@ -114,6 +126,8 @@ def clean_output(output: dict[str, Any], kernel_pid: int) -> dict[str, Any] | No
         return output
     data = {}
     for mime, value in output["data"].items():
+        if mime in DROPPED_MIME_TYPES and "text/plain" in output["data"]:
+            continue
         if isinstance(value, str) and mime not in UNTRUNCATED_MIME_TYPES:
             value = cap(normalise_text(value, kernel_pid))
         data[mime] = value
@@ -211,19 +225,28 @@ class Kernel:
 
 @dataclass
 class Cell:
-    """A notebook cell: stable id, type and current source."""
+    """A notebook cell: stable id, type, current source and the execution count it shows."""
 
     cell_index: str
     cell_type: str
     source: str
+    execution_count: int | None = None
+
+    def saved(self) -> dict[str, Any]:
+        """The cell as JuNE's logging plugin saves it: nbformat without outputs and metadata, plus its id."""
+        cell: dict[str, Any] = {"id": self.cell_index, "cell_type": self.cell_type, "source": self.source}
+        if self.cell_type == "code":
+            cell["execution_count"] = self.execution_count
+        return cell
 
 
 class SessionLog:
     """What the notebooks of one simulated session share: the event table, the clock, the seeded pauses."""
 
-    def __init__(self, session: str, user_id: str, start: dt.datetime, kernels: ExitStack) -> None:
+    def __init__(self, session: str, user_id: str, expert: bool, start: dt.datetime, kernels: ExitStack) -> None:
         self.session = session
         self.user_id = user_id
+        self.expert = expert
         self.events: list[dict[str, Any]] = []
         self.clock = start
         # Think and execution times are pseudo-random but seeded by the session name.
@@ -236,9 +259,9 @@ class SessionLog:
         self.clock += dt.timedelta(milliseconds=round(self.rng.uniform(low, high) * 1000))
 
     def new_cell_index(self) -> str:
-        """A short stable hex id for the next created cell."""
+        """A stable 32-digit hex id for the next created cell, shaped like the front end's cell ids."""
         self.cells_created += 1
-        return stable_id(self.session, "cell", str(self.cells_created)).hex[:8]
+        return stable_id(self.session, "cell", str(self.cells_created)).hex
 
     def start_kernel(self) -> Kernel:
         """A live kernel that is shut down when the session ends."""
@@ -261,7 +284,11 @@ class Notebook:
         # The pid shown in normalised temp paths: fixed per notebook, like a real kernel's.
         self.shown_pid = 1000 + stable_id(log.session, notebook_name, "pid").int % 9000
         self.cells: list[Cell] = []
+        self.last_error: dict[str, str] | None = None  # ename and evalue of the last run, when it failed
+        self.executions = 0  # the kernel's execution counter: In [n]
         self.kernel = log.start_kernel()
+        # the logging plugin saves the notebook as soon as its kernel is ready
+        self.save()
 
     def open(self, notebook_name: str) -> Notebook:
         """Open a second notebook (with its own kernel) in the same session."""
@@ -273,7 +300,7 @@ class Notebook:
         self.log.events.append(
             {
                 "action_id": len(self.log.events),
-                "time": self.log.clock.isoformat(timespec="milliseconds"),
+                "time": self.log.clock.isoformat(sep=" ", timespec="milliseconds"),  # JuNE's format, no zone
                 "session_id": self.session_id,
                 "kernel_id": self.kernel_id,
                 "notebook_name": self.notebook_name,
@@ -284,6 +311,7 @@ class Notebook:
                 "cell_source": source,
                 "cell_output": output,
                 "user_id": self.log.user_id,
+                "expert": self.log.expert,
             }
         )
 
@@ -317,6 +345,8 @@ class Notebook:
             return True
         self.log.think(2, 15)
         self._emit("execute", cell, cell.source)
+        self.executions += 1
+        cell.execution_count = self.executions
         if interrupt_after_s is not None:
             self.log.clock += dt.timedelta(seconds=interrupt_after_s)
             self._emit("kernel_interrupting", cell)
@@ -324,10 +354,13 @@ class Notebook:
         outputs = [o for o in (clean_output(o, self.shown_pid) for o in merge_streams(raw)) if o is not None]
         self.log.think(0.01, 1.5)
         self._emit("finished_execute", cell, cell.source, serialise_outputs(outputs))
-        failed = any(o["output_type"] == "error" for o in outputs)
-        if failed:
-            self._emit("error", cell, cell.source)
-        return not failed
+        errors = [o for o in outputs if o["output_type"] == "error"]
+        self.last_error = {"ename": errors[0]["ename"], "evalue": errors[0]["evalue"]} if errors else None
+        if errors:
+            # the plugin logs the error output without its traceback as the row's cell_source
+            error = {key: value for key, value in errors[0].items() if key != "traceback"}
+            self._emit("error", cell, json.dumps(error, ensure_ascii=False, separators=(",", ":")))
+        return not errors
 
     def run_all(self, cells: list[Cell] | None = None) -> bool:
         """Run the given cells (default: every cell, top to bottom) until one fails, as 'Run All' does."""
@@ -342,9 +375,9 @@ class Notebook:
         self.cells.remove(cell)
 
     def save(self) -> None:
-        """Save: cell_source holds the JSON list of all cells' sources."""
+        """Save: cell_source holds the cells as a JSON list, indented as the logging plugin writes it."""
         self.log.think(1, 5)
-        self._emit("save_notebook", source=json.dumps([c.source for c in self.cells], ensure_ascii=False))
+        self._emit("save_notebook", source=json.dumps([c.saved() for c in self.cells], indent=2, ensure_ascii=False))
 
     def rename(self, new_name: str) -> None:
         self.log.think(2, 8)
@@ -356,56 +389,65 @@ class Notebook:
         self.log.think(2, 8)
         self._emit("kernel_restarting")
         self.kernel.restart()
+        self.executions = 0
         self.log.clock += dt.timedelta(seconds=2)
 
 
 # -- sessions ----------------------------------------------------------------
 
 
-def load_session(path: Path) -> ModuleType:
-    """Import one session module (it defines USER, NOTEBOOK, START and script(nb))."""
-    spec = importlib.util.spec_from_file_location(f"themisto_session_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def session_paths(only: list[str] | None = None) -> list[Path]:
-    """The session modules, sorted by name; ``only`` restricts them to those stems."""
-    paths = sorted(p for p in SESSIONS_DIR.glob("*.py") if not p.name.startswith("_"))
+def sessions(only: list[str] | None = None) -> list[Session]:
+    """The sessions of data/sessions.py, in order; ``only`` restricts them to those names."""
+    table = SESSIONS
     if only:
-        unknown = set(only) - {p.stem for p in paths}
+        unknown = set(only) - {s.name for s in table}
         if unknown:
             raise SystemExit(f"unknown session(s): {', '.join(sorted(unknown))}")
-        paths = [p for p in paths if p.stem in only]
-    return paths
+        table = [s for s in table if s.name in only]
+    return table
 
 
 @contextmanager
 def live_kernel() -> Iterator[Kernel]:
-    """A kernel running in an empty scratch directory, shut down afterwards; the directory must stay empty."""
+    """A kernel in a scratch directory holding a copy of data/files as files/, shut down afterwards.
+
+    The directory must hold nothing else afterwards and the copy must be
+    unchanged: a session that writes files would litter the folder a replay
+    runs in, and one that changes its inputs would not replay.
+    """
     with tempfile.TemporaryDirectory(prefix="themisto-session-") as workdir:
+        shutil.copytree(FILES_DIR, Path(workdir) / "files")
         kernel = Kernel(Path(workdir))
         try:
             yield kernel
         finally:
             kernel.shutdown()
-        # `themisto record` replays a log in the log's own folder by default, so
-        # a session that writes files would litter data/logs with them.
-        leftovers = sorted(os.listdir(workdir))
+        leftovers = sorted(set(os.listdir(workdir)) - {"files"})
         if leftovers:
             raise RuntimeError(f"the session wrote {', '.join(leftovers)}; sessions must not write files")
+        comparison = filecmp.dircmp(FILES_DIR, Path(workdir) / "files")
+        if comparison.left_only or comparison.right_only or comparison.diff_files:
+            raise RuntimeError("the session changed files/; sessions must not write files")
 
 
-def generate(path: Path) -> list[dict[str, Any]]:
-    """Play one session script against a live kernel and return its JuNE events."""
-    module = load_session(path)
-    script: Callable[[Notebook], None] = module.script
-    start = dt.datetime.fromisoformat(module.START)
+def generate(session: Session, out: Path) -> list[dict[str, Any]]:
+    """Play one session against live kernels and return its JuNE events.
+
+    When the plan breaks, the events so far go to ``<out>/<name>.failed.csv`` for inspection.
+    """
     with ExitStack() as kernels:
-        log = SessionLog(path.stem, module.USER, start, kernels)
-        script(Notebook(log, module.NOTEBOOK))
+        log = SessionLog(
+            session.name,
+            session.persona.user,
+            session.persona.expert,
+            dt.datetime.fromisoformat(session.start),
+            kernels,
+        )
+        try:
+            session.play(log, Notebook)
+        except Exception:
+            write_csv(log.events, out / f"{session.name}.failed.csv")
+            raise
     return log.events
 
 
@@ -417,17 +459,39 @@ def write_csv(events: list[dict[str, Any]], path: Path) -> None:
         writer.writerows(events)
 
 
+def generate_into(name: str, out: Path) -> str:
+    """Generate the session ``name`` into ``out``; a line that says what was written."""
+    (session,) = sessions([name])
+    try:
+        events = generate(session, out)
+    except RuntimeError:
+        # jupyter_client can lose a race for a free port on a busy machine ("Kernel died
+        # before replying"); a broken plan fails the same way twice, so one retry is safe
+        events = generate(session, out)
+    write_csv(events, out / f"{name}.csv")
+    executes = sum(e["event"] == "execute" for e in events)
+    return f"{name}: {len(events)} events, {executes} executions"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=LOGS_DIR, help="directory for the CSV logs (default: data/logs)")
-    parser.add_argument("--only", nargs="+", metavar="NAME", help="generate only these sessions (module stems)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="generate only these sessions")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="sessions generated at once (default 1)")
     args = parser.parse_args(argv)
-    for path in session_paths(args.only):
-        events = generate(path)
-        write_csv(events, args.out / f"{path.stem}.csv")
-        executes = sum(e["event"] == "execute" for e in events)
-        print(f"{path.stem}: {len(events)} events, {executes} executions", file=sys.stderr)
-    return 0
+    names = [s.name for s in sessions(args.only)]
+    failed = []
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {pool.submit(generate_into, name, args.out): name for name in names}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                print(future.result(), file=sys.stderr)
+            except Exception as exc:  # report every broken session, not only the first
+                failed.append(futures[future])
+                print(f"{futures[future]}: failed: {exc}", file=sys.stderr)
+    if failed:
+        print(f"failed: {', '.join(sorted(failed))}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

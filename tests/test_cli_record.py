@@ -229,3 +229,63 @@ def test_command_line_process_reports_bad_input_without_traceback(tmp_path: Path
     assert result.stderr.strip().splitlines() == [
         f"themisto record: error: no such source file or folder: {tmp_path / 'missing.ipynb'}"
     ]
+
+
+# The public JuNE table has 13 event kinds; ten are documented (DESIGN.md), and the reader must ignore any
+# other kind that changes no kernel state: three stand-ins for the undocumented ones.
+JUNE_EVENTS = (
+    "save_notebook", "create", "execute", "finished_execute", "error", "rendered", "delete",
+    "notebook_renamed", "kernel_interrupting", "kernel_restarting", "kernel_ready", "select", "cell_type_changed",
+)  # fmt: skip
+
+
+def test_a_june_table_with_every_event_kind_records_with_a_real_kernel(tmp_path: Path) -> None:
+    plugin = 'from mining_extension import check_logging\ncheck_logging("http://3.249.245.244:9999")'
+    slow = "import time\nfor _ in range(100):\n    time.sleep(0.1)"
+    rows: list[dict] = []
+
+    def row(event: str, cell: str = "", source: str = "", output: list | None = None, seconds: float = 1.0) -> None:
+        clock = 1683369146.282 + sum(r["_dt"] for r in rows) + seconds
+        stamp = pd.Timestamp(clock, unit="s").strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]  # JuNE's: no zone
+        rows.append({
+            "_dt": seconds, "action_id": len(rows), "time": stamp, "session_id": "s-1", "kernel_id": "k-1",
+            "notebook_name": "task1.ipynb", "event": event, "cell_index": cell, "cell_num": 0 if cell else "",
+            "cell_type": "markdown" if event == "rendered" else ("code" if cell else ""), "cell_source": source,
+            "cell_output": json.dumps(output) if output is not None else "", "user_id": "student_7", "expert": False,
+        })  # fmt: skip
+
+    row("save_notebook", source="[]")
+    row("create", "p")
+    row("execute", "p", plugin)
+    row("finished_execute", "p", plugin, [{"output_type": "stream", "size": 23}])
+    row("kernel_ready")
+    row("create", "a")
+    row("execute", "a", "x = 41\nx + 1")
+    row("finished_execute", "a", "x = 41\nx + 1", [{"output_type": "execute_result", "size": 2}])
+    row("rendered", "m", "# Notes")
+    row("select", "a")
+    row("execute", "b", slow)
+    row("kernel_interrupting", seconds=1.5)
+    row("finished_execute", "b", slow, [{"output_type": "error", "ename": "KeyboardInterrupt", "evalue": ""}], 0.1)
+    row("error", "b", '{"output_type":"error","ename":"KeyboardInterrupt","evalue":""}')
+    row("cell_type_changed", "m")
+    row("delete", "b", slow)
+    row("notebook_renamed", source="analysis.ipynb")
+    row("kernel_restarting")
+    row("execute", "a", "x = 41\nx + 1")
+    row("finished_execute", "a", "x = 41\nx + 1", [{"output_type": "execute_result", "data": {"text/plain": "42"}}])
+    row("save_notebook", source="[]")
+    log = tmp_path / "june.csv"
+    frame = pd.DataFrame(rows).drop(columns="_dt")
+    assert set(frame["event"]) == set(JUNE_EVENTS) and "expert" in frame.columns
+    frame.to_csv(log, index=False)
+
+    out = tmp_path / "out"
+    assert main(["record", str(log), "-o", str(out), "--workdir", str(tmp_path)]) == 0
+    steps = read_trajectory(out / "june-k-1.jsonl")
+    # the plugin cell is skipped (no import, no network call); the interrupted loop stops as the user stopped it
+    assert [s.code for s in steps] == ["x = 41\nx + 1", slow, "x = 41\nx + 1"]
+    assert [s.output for s in steps] == ["42", "KeyboardInterrupt", "42"]
+    assert [s.original_output for s in steps] == [None, "KeyboardInterrupt", "42"]  # size-only: unknown
+    assert steps[1].interrupt_after == pytest.approx(1.5) and steps[1].execution_time < 5
+    assert [s.restarted for s in steps] == [False, False, True]

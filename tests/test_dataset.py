@@ -302,3 +302,27 @@ def test_bad_input_is_one_line_and_exit_2(built: Path, tmp_path: Path, capsys: p
     assert len(errors) == 5 and all(line.startswith("themisto ") for line in errors)
     assert "--include-errors" in errors[-1]
     assert not (tmp_path / "out").exists()
+
+
+def test_plots_are_no_output_prediction_target_unless_images_are_included(tmp_path: Path) -> None:
+    import nbformat
+
+    cells = [
+        "import matplotlib.pyplot as plt\nplt.rcParams['figure.dpi'] = 30",
+        "plt.plot([1, 2, 3])\nplt.show()",  # only a picture
+        "plt.plot([3, 1]);",  # a trailing ';' shows the picture without the Axes' repr
+        "print('mean', sum([1, 2, 3]) / 3)\nplt.bar(['a', 'b'], [2, 5])\nplt.show()",  # text and a picture
+        "len('abc')",
+    ]
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in cells]
+    nbformat.write(notebook, tmp_path / "plots.ipynb")
+    assert main(["record", str(tmp_path / "plots.ipynb"), "-o", str(tmp_path / "traj")]) == 0
+    for name, flags in (("default", []), ("images", ["--include-images"])):
+        args = ["build", str(tmp_path / "traj"), "-o", str(tmp_path / name), "--sample", "all", "--quantile", "1"]
+        assert main(args + flags) == 0
+    targets = {r["step"]: r["target"] for r in rows(tmp_path / "images", "output_prediction", "full")}
+    assert targets == {0: "", 1: "<image/png>", 2: "<image/png>", 3: "mean 2.0\n<image/png>", 4: "3"}
+    assert [r["step"] for r in rows(tmp_path / "default", "output_prediction", "full")] == [0, 3, 4]
+    assert [r["step"] for r in rows(tmp_path / "default", "next_cell_prediction", "full")] == [0, 1, 2, 3, 4]
+    assert "only images (plots) are dropped from output prediction" in (tmp_path / "default" / "README.md").read_text()

@@ -11,8 +11,15 @@ import nbformat
 import pandas as pd
 import pytest
 
-from themisto.exceptions import SourceError
-from themisto.recording.sources import Execute, Restart, read_source, read_sources, source_files
+from themisto.exceptions import InputError, SourceError
+from themisto.recording.sources import (
+    JUNE_PLUGIN_PATTERN,
+    Execute,
+    Restart,
+    read_source,
+    read_sources,
+    source_files,
+)
 from themisto.recording.sources.june import REQUIRED_COLUMNS, trajectory_ids
 
 # --- notebooks ------------------------------------------------------------------------------
@@ -222,3 +229,89 @@ def test_duplicate_trajectory_ids_are_refused(tmp_path: Path) -> None:
         nbformat.write(nbformat.v4.new_notebook(), tmp_path / folder / "same.ipynb")
     with pytest.raises(SourceError, match="'same' comes from both"):
         read_sources([tmp_path / "a", tmp_path / "b" / "same.ipynb"])
+
+
+# --- the published JuNE format -----------------------------------------------------------------
+
+
+def _june_row(time: str, event: str, cell: str = "", source: str = "", output: Any = None) -> dict:
+    """A row as the published JuNE table has it: zone-less times, an ``expert`` column, nulls."""
+    return {
+        "action_id": 0,
+        "time": time,
+        "session_id": "709ce80b",
+        "kernel_id": KERNEL_A,
+        "notebook_name": "task1.ipynb",
+        "event": event,
+        "cell_index": cell or None,
+        "cell_num": 0.0 if cell else None,
+        "cell_type": "code" if cell else None,
+        "cell_source": source or None,
+        "cell_output": json.dumps(output) if output is not None else None,
+        "user_id": "student_7",
+        "expert": False,
+    }
+
+
+def test_june_table_size_only_outputs_are_unknown_and_interrupts_are_timed(tmp_path: Path) -> None:
+    plugin = 'from mining_extension import check_logging\ncheck_logging("http://3.249.245.244:9999")'
+    rows = [
+        _june_row("2023-05-06 10:32:26.282", "save_notebook", source="[]"),
+        _june_row("2023-05-06 10:32:55.892", "execute", "p", plugin),
+        _june_row("2023-05-06 10:32:56.229", "finished_execute", "p", plugin, [{"output_type": "stream", "size": 23}]),
+        _june_row("2023-05-06 10:33:00.000", "execute", "a", "x = 1\nx"),
+        _june_row(
+            "2023-05-06 10:33:00.100",
+            "finished_execute",
+            "a",
+            "x = 1\nx",
+            [{"output_type": "execute_result", "data": {"text/plain": "1"}}],
+        ),
+        _june_row("2023-05-06 10:33:10.000", "execute", "b", "while True: pass"),
+        _june_row("2023-05-06 10:33:12.500", "kernel_interrupting"),
+        _june_row(
+            "2023-05-06 10:33:12.600",
+            "finished_execute",
+            "b",
+            "while True: pass",
+            [{"output_type": "error", "size": 80}],
+        ),
+        _june_row("2023-05-06 10:33:13.000", "cell_type_changed", "b"),  # a kind this reader does not know
+    ]
+    [trajectory] = read_source(_write_log(rows, tmp_path / "june.parquet"))
+    assert trajectory.actions == [
+        Execute("p", plugin, None),  # the plugin logged only a size: the original output is unknown, not ""
+        Execute("a", "x = 1\nx", "1"),
+        Execute("b", "while True: pass", None, interrupt_after=2.5),
+    ]
+
+
+def test_skip_pattern_drops_the_logging_plugin_cell_by_default(tmp_path: Path) -> None:
+    plugin = 'from mining_extension import check_logging\ncheck_logging("http://example.org")'
+    rows = [_event(0, KERNEL_A, "execute", "p", plugin), _event(1, KERNEL_A, "execute", "a", "x = 1")]
+    rows += [_event(2, KERNEL_B, "execute", "q", plugin)]  # a kernel that only ran the plugin cell
+    path = _write_log(rows, tmp_path / "log.csv")
+    [kept] = read_sources([path], JUNE_PLUGIN_PATTERN)
+    assert [a.code for a in kept.executions] == ["x = 1"]
+    assert len(read_sources([path], "")) == 2  # "" runs every cell
+    with pytest.raises(InputError, match="not a regular expression"):
+        read_sources([path], "check_logging(")
+
+
+def test_a_log_is_read_through_fsspec_urls(tmp_path: Path) -> None:
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    local = _write_log(_log_rows(), folder / "session.parquet")
+    _write_log(_log_rows()[:3], folder / "other.jsonl")
+    by_path = read_source(local)
+    by_url = read_source(local.as_uri())
+    assert [t.actions for t in by_url] == [t.actions for t in by_path]
+    assert [t.trajectory_id for t in by_url] == ["session-aaaaaaaa", "session-bbbbbbbb"]
+    assert by_url[0].source == local.as_uri()  # not a local Path: the recorder then needs --workdir
+    files = source_files([folder.as_uri()])
+    assert files == [(folder / "other.jsonl").as_uri(), local.as_uri()]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("nothing to replay")
+    with pytest.raises(SourceError, match="holds no"):
+        source_files([empty.as_uri()])

@@ -14,7 +14,7 @@ from themisto.cli import main
 from themisto.exceptions import InputError, SourceError
 from themisto.recording.outputs import render_outputs
 from themisto.recording.zenodo import import_zenodo
-from themisto.trajectory import read_trajectory
+from themisto.trajectory import read_trajectory, state_hash
 
 
 def published_steps(count: int) -> list[dict]:
@@ -159,3 +159,53 @@ def test_odd_values_are_read_leniently_or_rejected_in_one_line(tmp_path: Path) -
     (tmp_path / "cut.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(SourceError, match=r"cut.jsonl:3: not valid JSON"):
         import_zenodo(str(tmp_path / "cut.jsonl"), tmp_path / "out_cut")
+
+
+def test_fields_a_release_may_omit_are_optional_and_the_hash_is_computed(tmp_path: Path) -> None:
+    steps = [
+        {"code": "x = 1", "output": "", "time": "2023-05-06 10:32:26.282"},  # a timestamp, not a duration
+        {"code": "x", "output": "1", "time": 1683369146.282, "variables": {"x": {"type": "int", "repr": "1"}}},
+        {"code": "x + 1", "output": "2", "time": "0.25"},
+    ]
+    (tmp_path / "nb.json").write_text(json.dumps(steps), encoding="utf-8")
+    (converted,) = import_zenodo(str(tmp_path / "nb.json"), tmp_path / "out")
+    first, second, third = read_trajectory(converted)
+    assert [s.execution_time for s in (first, second, third)] == [0.0, 0.0, 0.25]
+    assert (first.memory_bytes, first.runtime, first.state_hash) == (None, [], state_hash([]))
+    assert second.state_hash == state_hash(second.runtime) != first.state_hash  # as the recorder hashes
+
+
+def _timed_steps(before: bool) -> list[dict]:
+    """A session whose published runtime is the state after each step, or before it."""
+    cells = ["a = 1", "b = a + 1", "c = b * 3", "print(a + b + c)"]
+    states = [["a"], ["a", "b"], ["a", "b", "c"], ["a", "b", "c"]]
+    if before:
+        states = [[]] + states[:-1]
+    return [
+        {"code": code, "output": "", "runtime_variables": {name: {"type": "int", "repr": "0"} for name in state}}
+        for code, state in zip(cells, states)
+    ]
+
+
+def test_runtime_before_the_step_is_detected_reported_and_shifted(tmp_path: Path) -> None:
+    (tmp_path / "after.json").write_text(json.dumps(_timed_steps(before=False)), encoding="utf-8")
+    (tmp_path / "before.json").write_text(json.dumps(_timed_steps(before=True)), encoding="utf-8")
+    notices: list[str] = []
+    after, before = import_zenodo(str(tmp_path), tmp_path / "out", notice=notices.append)
+    assert notices == ["before.json (before): runtime is the state before each step, shifted to the state after it"]
+    expected = [["a"], ["a", "b"], ["a", "b", "c"], []]  # the state after the last step was never published
+    assert [[v.name for v in s.runtime] for s in read_trajectory(before)] == expected
+    assert [[v.name for v in s.runtime] for s in read_trajectory(after)][:3] == expected[:3]
+
+
+def test_a_zip_member_that_inflates_past_the_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        bundle.writestr("steps.json", json.dumps(published_steps(1)))
+    # declare a 3 GiB member in the central directory, as a zip of zeros that inflates to 3 GiB does
+    data = bytearray(archive.read_bytes())
+    entry = data.index(b"PK\x01\x02")
+    data[entry + 24 : entry + 28] = (3 << 30).to_bytes(4, "little")
+    archive.write_bytes(bytes(data))
+    with pytest.raises(SourceError, match=r"member steps.json is 3221225472 bytes uncompressed, over the"):
+        import_zenodo(str(archive), tmp_path / "out")

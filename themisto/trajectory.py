@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -40,6 +41,8 @@ from themisto.filesystem import ExclusiveLock, lock_path
 from themisto.jsonl import iter_json_objects
 
 SCHEMA_VERSION = 1
+# How a step's plain-text output shows an image (recording.outputs.render_outputs).
+IMAGE_PLACEHOLDER = re.compile(r"<image/[\w.+-]+>")
 _DOC = "themisto"  # the dataclass field metadata key holding a field's :class:`FieldDoc`
 
 
@@ -91,8 +94,8 @@ class Step:
     cell_id: str = column("the notebook cell that was executed")
     code: str = column("the code that was executed")
     output: str = column(
-        "plain text of the outputs: streams, `text/plain` of results and displays, `EName: evalue` for errors,"
-        " `<mime/type>` for rich data without text; cut to the recording's output cap"
+        "plain text of the outputs: streams, `<image/png>` for a shown image, else `text/plain` of results and"
+        " displays, `EName: evalue` for errors, `<mime/type>` for rich data without text; cut to the output cap"
     )
     error: dict[str, str] | None = column("the exception the cell raised, or null", keys=("ename", "evalue"))
     execution_time: float = column("seconds the cell ran")
@@ -117,6 +120,10 @@ class Step:
     runtime_omitted: int = column("variables left out of `runtime` by the recording's cap on their number", default=0)
     resume_diverged_at: int | None = column(
         "set on the steps recorded after a resume whose replay did not reproduce this earlier step", default=None
+    )
+    interrupt_after: float | None = column(
+        "the source's user interrupted the cell this many seconds after it started (replays do too); null if not",
+        default=None,
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -371,3 +378,8 @@ def repair_tail(path: Path) -> None:
         if data.endswith(b"\n"):
             return
         handle.truncate(data.rfind(b"\n") + 1)
+
+
+def is_image_only(output: str) -> bool:
+    """Whether a step's plain-text output shows nothing but images: every line an ``<image/...>`` placeholder."""
+    return bool(output) and all(IMAGE_PLACEHOLDER.fullmatch(line) for line in output.split("\n"))

@@ -218,6 +218,12 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         else "`all`: the `test` split holds every eligible example"
     )
     errors_rule = "kept (`--include-errors`); `target_is_error` marks them" if opts.include_errors else "dropped"
+    images_rule = (
+        "kept (`--include-images`)"
+        if opts.include_images
+        else "dropped from output prediction (their target is a placeholder such as `<image/png>`); "
+        "they stay in next cell prediction"
+    )
     stability_rule = (
         "Only steps whose output was reproducible across re-executions are kept, for both tasks."
         if opts.stable_only
@@ -298,10 +304,11 @@ longer exist. ---". The history is cut from the oldest end to
    output is longer than {sel.max_output_chars:g} characters (the
    {opts.quantile:g} quantiles over all steps) are dropped.
 2. Steps whose output is an exception are {errors_rule}.
-3. {stability_rule}
-4. Examples whose target is empty or blank are {empty_rule}.
-5. {history_rule}
-6. Sample: {sample}. Strata are rank quartiles of the target length (output
+3. Steps whose output shows only images (plots) are {images_rule}.
+4. {stability_rule}
+5. Examples whose target is empty or blank are {empty_rule}.
+6. {history_rule}
+7. Sample: {sample}. Strata are rank quartiles of the target length (output
    length for output prediction, code length for next cell), ties broken by
    example id; a stratum with too few examples gives all it has.
 

@@ -35,7 +35,11 @@ Selection follows the paper's protocol, each rule an option:
 2. Steps whose output is an exception are not eligible unless
    ``include_errors`` (the target is then the recorded output, which ends with
    the ``EName: evalue`` line).
-3. With ``stable_only``, only steps marked ``stable`` (output identical across
+3. Steps whose output shows only images (plots: every line an ``<image/png>``
+   placeholder) are not eligible for output prediction unless
+   ``include_images``: such a target is a constant that says nothing about the
+   state. They stay eligible for next-cell prediction, whose target is code.
+4. With ``stable_only``, only steps marked ``stable`` (output identical across
    re-executions) are eligible, for either task (one eligibility rule for both).
 4. Examples with an empty target (a cell without output for output prediction,
    an empty cell for next-cell prediction; blank counts as empty) are not
@@ -78,7 +82,7 @@ from pathlib import Path
 from themisto.building.categories import StepKinds, output_kind
 from themisto.exceptions import InputError, OptionError, TrajectoryError
 from themisto.progress import Progress
-from themisto.trajectory import Step, Variable, iter_steps
+from themisto.trajectory import Step, Variable, is_image_only, iter_steps
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER, TASKS
 
 SAMPLES = ("paper", "all")
@@ -95,6 +99,7 @@ class SelectionOptions:
     sample: str = "paper"  # "paper" (200 per task, stratified) or "all" (every eligible example)
     seed: int = 0  # seeds the stratified draw of sample="paper"
     include_errors: bool = False  # keep steps whose output is an exception
+    include_images: bool = False  # keep image-only outputs (plots) as output-prediction targets
     quantile: float = 0.99  # drop steps whose code or output is longer than this length quantile
     stable_only: bool = False  # keep only steps whose output was reproducible across re-executions
     max_context_chars: int = 8000  # budget of the history: sum of code and output lengths of its cells
@@ -164,6 +169,7 @@ class StepStats:
     code_chars: int
     output_chars: int
     is_error: bool
+    image_only: bool  # the output shows nothing but images (is_image_only)
     stable: bool | None  # the step's output, as ``Step.stable``
     code_blank: bool
     output_blank: bool
@@ -235,6 +241,7 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[
                     len(step.code),
                     len(step.output),
                     step.error is not None,
+                    is_image_only(step.output),
                     step.stable,
                     not step.code.strip(),
                     not step.output.strip(),
@@ -289,12 +296,17 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
     )
     output_stable = {s.example_id: s.stable for s in eligible_steps}
     for task in TASKS:
-        eligible = [s for s in eligible_steps if options.include_empty or not s.target_blank(task)]
-        full = [s.example_id for s in eligible]
+        candidates = [
+            s
+            for s in eligible_steps
+            if (options.include_empty or not s.target_blank(task))
+            and (options.include_images or task != OUTPUT_PREDICTION or not s.image_only)
+        ]
+        full = [s.example_id for s in candidates]
         if options.sample == "all":
             chosen_task = TaskSelection(full, list(full), None)
         else:
-            lengths = {s.example_id: s.target_chars(task) for s in eligible}
+            lengths = {s.example_id: s.target_chars(task) for s in candidates}
             chosen, strata = stratified_sample(lengths, f"{options.seed}:{task}")
             # the test split keeps the trajectory order of the full split
             chosen_task = TaskSelection(full, [i for i in full if i in chosen], strata)

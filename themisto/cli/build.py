@@ -35,6 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--include-errors", action="store_true", help="keep steps whose output is an exception (excluded by default)"
     )
     parser.add_argument(
+        "--include-images",
+        action="store_true",
+        help="keep steps whose output shows only images (plots) as output-prediction targets (excluded by default)",
+    )
+    parser.add_argument(
         "--include-empty",
         action="store_true",
         help="keep examples whose target is empty: cells without output, empty cells (excluded by default)",
@@ -103,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         sample=args.sample,
         seed=args.seed,
         include_errors=args.include_errors,
+        include_images=args.include_images,
         quantile=args.quantile,
         stable_only=args.stable_only,
         max_context_chars=args.max_context_chars,

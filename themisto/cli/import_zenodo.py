@@ -24,9 +24,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from themisto.recording.zenodo import import_zenodo
 
-    written = import_zenodo(args.source, args.output)
+    written = import_zenodo(args.source, args.output, notice=lambda line: print(line, file=sys.stderr))
     print(f"wrote {len(written)} trajectories to {args.output}")
     for path in written:
         print(f"  {path}")

@@ -25,13 +25,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "record",
         help="record notebook/JuNE-log trajectories with runtime snapshots",
         description=(
-            "Execute each SOURCE (a .ipynb notebook, a JuNE event log .csv/.jsonl/.parquet, or a folder of"
-            " them) in a fresh Jupyter kernel and write DIR/<trajectory_id>.jsonl, one step per cell, with"
+            "Execute each SOURCE (a .ipynb notebook, a JuNE event log .csv/.jsonl/.parquet, a folder of them,"
+            " or a URL fsspec opens such as hf://datasets/ORG/NAME) in a fresh Jupyter kernel and write"
+            " DIR/<trajectory_id>.jsonl, one step per cell, with"
             " DIR/<trajectory_id>.provenance.json: the versions, options and source file it was recorded with."
             " Trajectory ids: the notebook's file stem; for a log, <log stem>-<kernel_id prefix>."
         ),
     )
-    parser.add_argument("sources", nargs="+", metavar="SOURCE", help="notebook, JuNE log, or folder of them")
+    parser.add_argument(
+        "sources", nargs="+", metavar="SOURCE", help="notebook, JuNE log, folder of them, or URL (hf://...)"
+    )
     parser.add_argument("-o", "--output", required=True, type=Path, metavar="DIR", help="folder for trajectories")
     add_kernel_arguments(
         parser, "kernel working directory (default: the folder of each source, so relative data paths work)"
@@ -90,6 +93,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "record N trajectories at once, each in its own kernel and file (default 1); with any N a"
             " trajectory that fails is reported and the others still finish, then the exit status is 2"
         ),
+    )
+    parser.add_argument(
+        "--skip-pattern",
+        metavar="REGEX",
+        help="do not run cells whose code matches REGEX (default: JuNE's logging-plugin cell, so a replay never"
+        f" calls the log's server: {_DEFAULTS.skip_pattern!r}); '' runs every cell",
     )
     parser.add_argument(
         "--shard",

@@ -48,6 +48,7 @@ from themisto.recording.environment import (
 )
 from themisto.recording.options import RESUME_DIVERGED, RecordOptions
 from themisto.recording.outputs import OutputCollector, cap_text, render_outputs, scrub
+from themisto.recording.sources import compile_skip_pattern
 from themisto.trajectory import Step, Variable, record_from_dict, state_hash, variable_json
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ def check_options(options: RecordOptions) -> None:
         raise InputError(f"resume_diverged must be one of {', '.join(RESUME_DIVERGED)}")
     if options.max_variables < 1:
         raise InputError("max_variables must be at least 1")
+    compile_skip_pattern(options.skip_pattern)
     check_kernel(options.kernel_name)
 
 
@@ -255,13 +257,23 @@ class Recorder:
 
     # cells
 
-    def run_cell(self, code: str, cell_id: str, original_output: str | None = None) -> Step:
-        """Execute one cell and return it as a step, with the snapshot taken after it."""
+    def run_cell(
+        self, code: str, cell_id: str, original_output: str | None = None, interrupt_after: float | None = None
+    ) -> Step:
+        """Execute one cell and return it as a step, with the snapshot taken after it.
+
+        ``interrupt_after`` interrupts the cell that many seconds after it starts, as its source's
+        user did (a cell that finishes sooner is not interrupted).
+        """
         if self._reinstall:
             self._install(again=True)
         # the snapshot rides on the cell's own request: evaluated after the cell, outside history
         execution = self._execute(
-            code, silent=False, timeout=self.options.timeout, user_expressions={"snapshot": self._expression()}
+            code,
+            silent=False,
+            timeout=self.options.timeout,
+            user_expressions={"snapshot": self._expression()},
+            interrupt_after=interrupt_after,
         )
         restarted, self._restarted = self._restarted, False
         error, outputs = _error_and_outputs(execution, self.options.timeout)
@@ -297,6 +309,7 @@ class Recorder:
             output_length=length,
             snapshot_error=taken.error,
             runtime_omitted=taken.omitted,
+            interrupt_after=interrupt_after,
         )
         self.next_step += 1
         return step
@@ -338,10 +351,11 @@ class Recorder:
         self.restart()
         self.next_step += 1
 
-    def replay(self, code: str) -> None:
+    def replay(self, code: str, interrupt_after: float | None = None) -> None:
         """Re-run a cell only to rebuild kernel state: no step, no snapshot (execution-checked scoring)."""
         self._restarted = False
-        if self._execute(code, silent=False, timeout=self.options.timeout).broken:
+        execution = self._execute(code, silent=False, timeout=self.options.timeout, interrupt_after=interrupt_after)
+        if execution.broken:
             self.restart()
         self.next_step += 1
 
@@ -450,13 +464,22 @@ class Recorder:
             return None
 
     def _execute(
-        self, code: str, *, silent: bool, timeout: float, user_expressions: dict[str, str] | None = None
+        self,
+        code: str,
+        *,
+        silent: bool,
+        timeout: float,
+        user_expressions: dict[str, str] | None = None,
+        interrupt_after: float | None = None,
     ) -> Execution:
         """Send one execute request and wait for its reply and its outputs, within ``timeout``.
 
         A kernel that does not start the request (no ``busy`` status) within
         :data:`SILENT_KERNEL_GRACE` seconds, or ends it (``idle``) without a
         reply for as long, is marked ``unresponsive``; ``stop`` raises :class:`Stopped`.
+
+        ``interrupt_after`` seconds after the request (if it is still running) the kernel is
+        interrupted as a user would: the cell ends in a KeyboardInterrupt, not a timeout.
         """
         import zmq
 
@@ -477,11 +500,15 @@ class Recorder:
         deadline = started + timeout
         # until the kernel says it is busy with the request, or, once idle, until its reply: the grace period
         silent_after: float | None = started + SILENT_KERNEL_GRACE
+        interrupt_at = started + interrupt_after if interrupt_after is not None else None
         idle = False
         while execution.reply is None or not idle:
             if self.stop is not None and self.stop.is_set():
                 raise Stopped
             now = time.monotonic()
+            if interrupt_at is not None and execution.reply is None and now >= interrupt_at:
+                self._manager.interrupt_kernel()
+                interrupt_at = None
             if silent_after is not None and now > silent_after and self._manager.is_alive():
                 execution.unresponsive = (
                     f"did not start the cell within {SILENT_KERNEL_GRACE:g} s"
@@ -498,7 +525,10 @@ class Recorder:
                 self._manager.interrupt_kernel()
                 deadline = time.monotonic() + INTERRUPT_GRACE
                 continue
-            ready = dict(poller.poll(int(min(remaining, POLL_INTERVAL) * 1000)))
+            wait = min(remaining, POLL_INTERVAL)
+            if interrupt_at is not None:  # wake up in time for the user's interrupt
+                wait = min(wait, max(interrupt_at - time.monotonic(), 0.001))
+            ready = dict(poller.poll(int(wait * 1000)))
             if not ready:
                 if not self._manager.is_alive():
                     execution.died = True

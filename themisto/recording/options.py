@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import OptionError
+from themisto.recording.sources import JUNE_PLUGIN_PATTERN
 
 
 @dataclass
@@ -37,6 +38,8 @@ class RecordOptions:
     max_variables: int = 1000  # a snapshot describes this many variables (by name), the rest are counted
     isolate_home: bool = False  # the kernel gets a temporary empty HOME, so ~/.netrc and the like are not found
     resume_diverged: str = "stop"  # on a resume whose replay does not reproduce a step: "stop" or "continue"
+    # cells of a source whose code matches this regex are not run (default: JuNE's logging plugin); "" runs all
+    skip_pattern: str | None = JUNE_PLUGIN_PATTERN
 
 
 # What a resume does when its replay does not reproduce a recorded step (RecordOptions.resume_diverged).

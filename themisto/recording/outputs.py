@@ -26,9 +26,11 @@ _LINE_BREAK = re.compile(r"\r\n?")
 
 
 def render_outputs(outputs: Iterable[Any]) -> str:
-    """Plain text of nbformat outputs: streams verbatim, ``text/plain`` of results and
-    displays, ``EName: evalue`` for errors, ``<mime/type>`` for rich data without text;
-    each non-stream output on its own line, trailing newlines dropped."""
+    """Plain text of nbformat outputs: streams verbatim, ``<image/...>`` for results and
+    displays that carry an image (a notebook shows the picture, not the ``text/plain``
+    fallback such as ``<Figure size 640x480 with 1 Axes>``), else their ``text/plain``,
+    else ``<mime/type>``; ``EName: evalue`` for errors; each non-stream output on its own
+    line, trailing newlines dropped."""
     parts: list[str] = []
     for output in outputs:
         if not isinstance(output, Mapping):
@@ -38,7 +40,7 @@ def render_outputs(outputs: Iterable[Any]) -> str:
             parts.append(joined_text(output.get("text")))
             continue
         if kind in ("execute_result", "display_data"):
-            text = _rich_text(output.get("data"))
+            text = _rich_text(output.get("data"), output.get("metadata"))
         elif kind == "error":
             ename, evalue = joined_text(output.get("ename")), joined_text(output.get("evalue"))
             text = f"{ename}: {evalue}" if evalue else ename
@@ -57,13 +59,17 @@ def joined_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _rich_text(data: Any) -> str:
+def _rich_text(data: Any, metadata: Any) -> str:
     if not isinstance(data, Mapping) or not data:
         return ""
+    # an image the recorder dropped for its size (named in the metadata) was still shown
+    dropped = metadata.get("themisto_dropped", {}) if isinstance(metadata, Mapping) else {}
+    images = [mime for mime in (*data, *dropped) if str(mime).startswith("image/")]
+    if images:
+        return f"<{images[0]}>"
     if "text/plain" in data:
         return joined_text(data["text/plain"])
-    images = [mime for mime in data if str(mime).startswith("image/")]
-    return f"<{images[0] if images else next(iter(data))}>"
+    return f"<{next(iter(data))}>"
 
 
 def normalize_output(text: str) -> str:

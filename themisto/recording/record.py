@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from themisto.exceptions import OptionError, ReplayDivergedError, SourceError, ThemistoError
+from themisto.exceptions import InputError, OptionError, ReplayDivergedError, SourceError, ThemistoError
 from themisto.filesystem import ExclusiveLock, lock_path, prepare_output_folder
 from themisto.progress import Progress
 from themisto.recording import snapshot
@@ -120,7 +120,7 @@ def _record_locked(
     if options.resume:
         repair_tail(path)  # an interrupted run may have left a torn last line
         recorded = read_provenance(path)
-    made = SourceFile.of(source.source.name, source.source.read_bytes(), source.source)
+    made = source_file(source)
     if recorded is not None and recorded.options is not None:
         chosen = chosen_options(options) if chosen is None else chosen
         options = with_recorded(
@@ -142,7 +142,7 @@ def _record_locked(
     stopped_at = len(done) if options.resume and lock.left_note == _note(len(done)) else None
     written = 0
     diverged: int | None = None
-    workdir = Path(options.workdir or source.source.resolve().parent)
+    workdir = kernel_workdir(source, options)
     with Recorder(trajectory_id=source.trajectory_id, workdir=workdir, options=options, stop=stop) as recorder:
         versions = recorder.kernel_versions
         provenance = Provenance(
@@ -173,7 +173,9 @@ def _record_locked(
                 else:
                     lock.note(_note(number))  # stays if this step kills the recorder or cannot be written
                     try:
-                        step = recorder.run_cell(action.code, action.cell_id, action.original_output)
+                        step = recorder.run_cell(
+                            action.code, action.cell_id, action.original_output, action.interrupt_after
+                        )
                     except (Stopped, KeyboardInterrupt):
                         lock.note(None)  # stopped by the user: the cell was not at fault
                         if stop is not None and stop.is_set():
@@ -200,7 +202,7 @@ def _replay(
     if recorded.error is not None and recorded.error.get("ename") == RECORDING_STOPPED_ERROR:
         recorder.skip_stopped()  # never run again what stopped a recording
         return diverged
-    replayed = recorder.run_cell(action.code, action.cell_id)
+    replayed = recorder.run_cell(action.code, action.cell_id, interrupt_after=action.interrupt_after)
     if diverged is not None:
         return diverged
     difference = replay_difference(recorded, replayed)
@@ -252,6 +254,25 @@ def _check_same_versions(path: Path, recorded: Provenance, now: Provenance) -> N
                 before=version,
                 after=after[name],
             )
+
+
+def kernel_workdir(source: SourceTrajectory, options: RecordOptions) -> Path:
+    """Where the kernel of ``source`` runs: ``options.workdir``, else the source file's folder."""
+    if options.workdir is not None:
+        return Path(options.workdir)
+    if not isinstance(source.source, Path):
+        raise InputError(f"{source.source} is not a local file: pass --workdir for its kernels")
+    return source.source.resolve().parent
+
+
+def source_file(source: SourceTrajectory) -> SourceFile:
+    """The file a trajectory is recorded from, for its provenance: a local file, or a URL read once more."""
+    if isinstance(source.source, Path):
+        return SourceFile.of(source.source.name, source.source.read_bytes(), source.source)
+    import fsspec
+
+    with fsspec.open(source.source, "rb") as handle:
+        return SourceFile.of(source.source.rstrip("/").rsplit("/", 1)[-1], handle.read())
 
 
 def _check_resumable(path: Path, done: list[Step], executions: list[Execute]) -> None:
@@ -337,9 +358,11 @@ def record_source(
     if jobs < 1:
         raise OptionError("{jobs} must be at least 1")
     check_options(options)
-    sources = read_sources(paths)
+    sources = read_sources(paths, options.skip_pattern)
     if shard is not None:
         sources = select_shard(sources, *shard)
+    for source in sources:
+        kernel_workdir(source, options)  # a remote source without --workdir fails before any kernel starts
     counter = None if steps is None else StepCounter(sum(len(s.executions) for s in sources), steps)
     out = Path(out_dir)
     prepare_output_folder(out, [name for source in sources for name in _file_names(out, source.trajectory_id)])

@@ -162,7 +162,7 @@ def replay_outputs(
         for step in steps:
             if step.restarted and not fresh:
                 recorder.restart()
-            rerun = recorder.run_cell(step.code, step.cell_id)
+            rerun = recorder.run_cell(step.code, step.cell_id, interrupt_after=step.interrupt_after)
             outputs.append(rerun.output)
             if on_step is not None:
                 on_step()

@@ -20,39 +20,62 @@ Assumed shape:
   ``steps``/``trajectory``/``cells``/``data``, or an object mapping notebook
   names to such lists), ``.csv`` (a step per row, nested values as JSON text)
   and ``.parquet``;
-- a step has the fields below, under any of the listed names. Runtime
-  variables are a list of objects with a ``name`` or an object mapping names to
-  either a description (``type``, ``size``, ``repr``) or a repr string. The
-  output is text or a list of nbformat outputs.
+- a step has the fields below, under any of the listed names. Only the code
+  and the output are required; a release may leave out the others: execution
+  time (0 when unknown), memory (None), the runtime variables (none) and the
+  hash index (computed from the variables, as the recorder computes it). A
+  ``time`` field counts as the execution time only when it is a duration, not
+  a timestamp. Runtime variables are a list of objects with a ``name`` or an
+  object mapping names to either a description (``type``, ``size``, ``repr``)
+  or a repr string. The output is text or a list of nbformat outputs;
+- the runtime may describe the state before or after each step: names a step's
+  code defines for the first time show which (present in the same step's
+  variables: after; only in the next step's: before). The trajectory schema
+  wants the state after the step, so a "before" trajectory is shifted by one
+  (the last step, and one just before a restart, then have no known state).
+  The finding is reported per file;
+- every data file, and every member of a zip archive, must be under
+  :data:`MAX_FILE_BYTES` (checked before reading, so a small archive that
+  inflates to gigabytes is refused, not unpacked).
 
-Nothing is evaluated: JSON is parsed with ``json``, CSV with ``csv``.
+Nothing is evaluated: JSON is parsed with ``json``, CSV with ``csv``, code with ``ast``.
 """
 
 from __future__ import annotations
 
+import ast
 import csv
+import datetime as dt
 import io
 import json
 import math
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import SourceError
 from themisto.recording.outputs import joined_text, render_outputs
 from themisto.recording.provenance import IMPORTED_BY, Provenance, SourceFile, write_provenance
-from themisto.trajectory import Step, step_from_dict, write_trajectory
+from themisto.trajectory import Step, Variable, state_hash, step_from_dict, write_trajectory
 
 RECORD_ID = "14861889"
 ZENODO_API = "https://zenodo.org/api/records/{record}"
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+# A data file or zip member larger than this is refused before it is read.
+MAX_FILE_BYTES = 1 << 30
+# A number under ``time`` at least this large is a Unix timestamp (after 1973), not a cell's duration.
+_EPOCH_SECONDS = 1e8
 
-# canonical field -> the names it may have in the published files
+# canonical field -> the names it may have in the published files; a step must have these
 FIELDS: dict[str, tuple[str, ...]] = {
     "code": ("code", "source", "cell_source"),
     "output": ("output", "outputs", "cell_output"),
+}
+# fields the paper lists that a release may leave out
+PUBLISHED: dict[str, tuple[str, ...]] = {
     "execution_time": ("execution_time", "exec_time", "time"),
     "memory_bytes": ("memory_bytes", "memory", "memory_usage"),
     "variables": ("runtime_variables", "variables", "runtime", "vars"),
@@ -81,7 +104,35 @@ def _check_fields(record: Any, where: str) -> None:
         return
     found = ", ".join(sorted(record)) if isinstance(record, dict) else type(record).__name__
     expected = "; ".join(f"{key} ({'|'.join(names)})" for key, names in FIELDS.items())
-    raise SourceError(f"{where}: not a Themisto step: found fields {found}; expected {expected}")
+    optional = "; ".join(f"{key} ({'|'.join(names)})" for key, names in PUBLISHED.items())
+    raise SourceError(f"{where}: not a Themisto step: found fields {found}; expected {expected}; optional {optional}")
+
+
+def _execution_time(record: dict[str, Any]) -> float:
+    """Seconds the step ran; 0 when unknown. A ``time`` that is a timestamp says when, not how long."""
+    for name in PUBLISHED["execution_time"]:
+        if name not in record:
+            continue
+        value = record[name]
+        if name == "time" and _is_timestamp(value):
+            continue
+        number = _number(value, float)
+        if number is not None:
+            return number
+    return 0.0
+
+
+def _is_timestamp(value: Any) -> bool:
+    """A date-time text (ISO 8601, JuNE's ``2023-05-06 10:32:26.282``) or a Unix time in seconds."""
+    if isinstance(value, str):
+        try:
+            dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            return True
+        except ValueError:
+            number = _number(value, float)
+            return number is not None and number >= _EPOCH_SECONDS
+    number = _number(value, float)
+    return number is not None and number >= _EPOCH_SECONDS
 
 
 def _output_and_error(raw: Any) -> tuple[str, dict[str, str] | None]:
@@ -104,6 +155,8 @@ def _output_and_error(raw: Any) -> tuple[str, dict[str, str] | None]:
 
 def _variables(raw: Any, where: str) -> list[dict[str, Any]]:
     """Published runtime variables (a list, an object by name, or either as JSON text) as step-schema objects."""
+    if raw is None:  # a release without runtime variables
+        return []
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else []
@@ -178,6 +231,7 @@ def convert_steps(records: list[Any], trajectory_id: str, where: str) -> list[St
         if isinstance(raw_error, dict) and {"ename", "evalue"} <= set(raw_error):
             error = {"ename": str(raw_error["ename"]), "evalue": str(raw_error["evalue"])}
         cell_id = _pick(record, _OPTIONAL["cell_id"])
+        published_hash = _pick(record, PUBLISHED["hash_index"])
         fields = {
             "trajectory_id": str(_pick(record, _OPTIONAL["trajectory_id"]) or trajectory_id),
             "step": index,
@@ -185,14 +239,76 @@ def convert_steps(records: list[Any], trajectory_id: str, where: str) -> list[St
             "code": joined_text(_pick(record, FIELDS["code"])),  # nbformat may store a source as a list of lines
             "output": output,
             "error": error,
-            "execution_time": _number(_pick(record, FIELDS["execution_time"]), float) or 0.0,
-            "memory_bytes": _number(_pick(record, FIELDS["memory_bytes"]), int),
-            "runtime": _variables(_pick(record, FIELDS["variables"]), at),
-            "state_hash": joined_text(_pick(record, FIELDS["hash_index"])),
+            "execution_time": _execution_time(record),
+            "memory_bytes": _number(_pick(record, PUBLISHED["memory_bytes"]), int),
+            "runtime": _variables(_pick(record, PUBLISHED["variables"]), at),
+            "state_hash": "" if published_hash is None else joined_text(published_hash),
             "restarted": _flag(_pick(record, _OPTIONAL["restarted"])),
         }
-        steps.append(step_from_dict(fields, at))
+        step = step_from_dict(fields, at)
+        if published_hash is None:
+            step.state_hash = state_hash(step.runtime)  # the hash index the recorder would have written
+        steps.append(step)
     return steps
+
+
+def runtime_timing(steps: list[Step]) -> str:
+    """Whether the steps' runtime is the state ``"after"`` or ``"before"`` each step, or ``"unknown"``.
+
+    The evidence is the names a step's code binds for the first time in its kernel
+    session: after the step they are in its own variables; before it, only in the
+    next step's.
+    """
+    after = before = 0
+    bound: set[str] = set()
+    for index, step in enumerate(steps):
+        if step.restarted:
+            bound = set()
+        new = _bound_names(step.code) - bound
+        bound |= new
+        if not new or step.error is not None or not any(s.runtime for s in steps):
+            continue
+        own = {v.name for v in step.runtime}
+        following = steps[index + 1] if index + 1 < len(steps) and not steps[index + 1].restarted else None
+        if new & own:
+            after += 1
+        elif following is not None and new & {v.name for v in following.runtime}:
+            before += 1
+    if after > before:
+        return "after"
+    # shifting a whole trajectory needs clear evidence: several steps, and twice as many as the other way
+    return "before" if before >= 2 and before > 2 * after else "unknown"
+
+
+def _bound_names(code: str) -> set[str]:
+    """Names a cell binds at module level: assignments, imports, functions and classes."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With)):
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def shift_to_after(steps: list[Step]) -> list[Step]:
+    """Steps whose runtime was the state before each step, given the state after it (the next step's).
+
+    The state after the last step of a kernel session is unknown: it gets no variables.
+    """
+    shifted = []
+    for index, step in enumerate(steps):
+        following = steps[index + 1] if index + 1 < len(steps) and not steps[index + 1].restarted else None
+        runtime: list[Variable] = following.runtime if following is not None else []
+        digest = following.state_hash if following is not None else state_hash([])
+        shifted.append(replace(step, runtime=runtime, state_hash=digest))
+    return shifted
 
 
 def _parse_json_document(data: Any, stem: str, where: str) -> Iterator[tuple[str, list[Any]]]:
@@ -268,13 +384,25 @@ def _data_files(path: Path, name: str | None = None) -> Iterator[tuple[str, byte
             with zipfile.ZipFile(path) as archive:
                 for info in sorted(archive.infolist(), key=lambda i: i.filename):
                     if not info.is_dir() and Path(info.filename).suffix.lower() in DATA_SUFFIXES:
-                        yield info.filename, archive.read(info)
+                        _check_size(f"{name}: member {info.filename}", info.file_size)
+                        with archive.open(info) as member:
+                            # a member may inflate past the size its header declares: never read more
+                            data = member.read(MAX_FILE_BYTES + 1)
+                        _check_size(f"{name}: member {info.filename}", len(data))
+                        yield info.filename, data
         except zipfile.BadZipFile:
             raise SourceError(f"{name}: not a valid zip archive") from None
     elif path.is_file():
+        _check_size(name, path.stat().st_size)
         yield name, path.read_bytes()
     else:
         raise SourceError(f"no such file or folder: {path}")
+
+
+def _check_size(what: str, size: int) -> None:
+    """Refuse a data file that would not fit the importer's memory budget."""
+    if size > MAX_FILE_BYTES:
+        raise SourceError(f"{what} is {size} bytes uncompressed, over the {MAX_FILE_BYTES}-byte limit")
 
 
 def download(source: str) -> list[tuple[Path, str]]:
@@ -310,8 +438,13 @@ def _is_online(source: str) -> bool:
     return bool(_RECORD_URL.match(source)) and not Path(source).exists()
 
 
-def load_trajectories(source: str) -> list[tuple[list[Step], SourceFile]]:
-    """Every trajectory of a local or online Themisto source, as steps, with the data file it came from."""
+def load_trajectories(source: str, notice: Callable[[str], None] | None = None) -> list[tuple[list[Step], SourceFile]]:
+    """Every trajectory of a local or online Themisto source, as steps whose runtime is the state after them,
+    with the data file it came from.
+
+    ``notice`` receives one line per trajectory whose runtime turned out to be the state before each step
+    (and was shifted) or could not be told.
+    """
     online = _is_online(source)
     locations = download(source) if online else [(Path(source), None)]
     trajectories: list[tuple[list[Step], SourceFile]] = []
@@ -321,21 +454,30 @@ def load_trajectories(source: str) -> list[tuple[list[Step], SourceFile]]:
         for name, data in _data_files(location, file_name):
             made = SourceFile.of(name, data, location if plain else None)
             for trajectory_id, records in read_records(name, data):
-                trajectories.append((convert_steps(records, trajectory_id, f"{name}"), made))
+                steps = convert_steps(records, trajectory_id, f"{name}")
+                timing = runtime_timing(steps)
+                if timing == "before":
+                    steps = shift_to_after(steps)
+                if timing != "after" and notice is not None:
+                    notice(
+                        f"{name} ({trajectory_id}): runtime is the state {timing} each step"
+                        + (", shifted to the state after it" if timing == "before" else ", kept as it is")
+                    )
+                trajectories.append((steps, made))
     if not trajectories:
         raise SourceError(f"{source}: no data files ({', '.join(DATA_SUFFIXES)} or .zip) found")
     return trajectories
 
 
-def import_zenodo(source: str, out_dir: str | Path) -> list[Path]:
+def import_zenodo(source: str, out_dir: str | Path, notice: Callable[[str], None] | None = None) -> list[Path]:
     """Convert a Themisto source to one trajectory JSONL file per trajectory in ``out_dir``.
 
     Each is written with its provenance: the data file it came from and its sha256 (no recording
-    options: Themisto did not record it).
+    options: Themisto did not record it). ``notice`` is told how each file's runtime was read.
     """
     out_dir = Path(out_dir)
     written = []
-    for steps, made in load_trajectories(source):
+    for steps, made in load_trajectories(source, notice):
         if not steps:
             continue
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", steps[0].trajectory_id)

@@ -11,19 +11,29 @@ Trajectory ids are stable, so re-recording and ``--resume`` find the same file:
   per kernel; if two kernels of a log share that prefix (or a kernel_id has
   characters unfit for a file name) every kernel of that log is named
   ``log-<index>`` instead, the 0-based order of the kernel's first event.
+
+A source may also be a URL that fsspec opens (``hf://datasets/<org>/<name>``
+reads the Hugging Face Hub): a file, or a folder whose logs are read in
+name order. Cells whose code matches a skip pattern are left out
+(:func:`skip_cells`): by default the JuNE logging plugin's cell, so a replay
+never makes its network call.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from themisto.exceptions import SourceError
+from themisto.exceptions import InputError, SourceError, one_line
 
 NOTEBOOK_SUFFIXES = (".ipynb",)
 LOG_SUFFIXES = (".csv", ".jsonl", ".parquet")
+# The cell JuNE's logging plugin puts first in every notebook: it imports the plugin and calls its server.
+JUNE_PLUGIN_PATTERN = r"from\s+mining_extension\s+import|check_logging\s*\("
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,7 @@ class Execute:
     cell_id: str
     code: str
     original_output: str | None = None
+    interrupt_after: float | None = None  # the source interrupted the cell this many seconds after its start
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,7 @@ class SourceTrajectory:
     """The actions of one kernel session, in execution order."""
 
     trajectory_id: str
-    source: Path
+    source: Path | str  # a local file, or the URL it was read from
     actions: list[Action] = field(default_factory=list)
 
     @property
@@ -57,10 +68,35 @@ class SourceTrajectory:
         return [action for action in self.actions if isinstance(action, Execute)]
 
 
-def source_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Expand files and folders into source files; a folder contributes its notebooks and logs, sorted."""
-    found: list[Path] = []
+def is_url(path: str | os.PathLike[str]) -> bool:
+    """Whether a source is a URL (``hf://...``, ``file://...``) rather than a local path."""
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def _remote_files(url: str) -> list[str]:
+    """A URL's source files: itself, or a folder's notebooks and logs in name order."""
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+        if not fs.isdir(root):
+            return [url]
+        protocol = url.split("://", 1)[0]
+        inside = sorted(p for p in fs.find(root) if PurePosixPath(p).suffix in NOTEBOOK_SUFFIXES + LOG_SUFFIXES)
+    except (OSError, ValueError, ImportError) as exc:
+        raise SourceError(f"cannot read {url}: {one_line(exc)}") from None
+    if not inside:
+        raise SourceError(f"{url}: folder holds no .ipynb, .csv, .jsonl or .parquet source")
+    return [f"{protocol}://{p}" for p in inside]
+
+
+def source_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path | str]:
+    """Expand files, folders and URLs into source files; a folder contributes its notebooks and logs, sorted."""
+    found: list[Path | str] = []
     for raw in paths:
+        if is_url(raw):
+            found.extend(_remote_files(str(raw)))
+            continue
         path = Path(raw)
         if path.is_dir():
             inside = sorted(p for p in path.iterdir() if p.suffix in NOTEBOOK_SUFFIXES + LOG_SUFFIXES)
@@ -75,26 +111,52 @@ def source_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 
 def read_source(path: str | os.PathLike[str]) -> list[SourceTrajectory]:
-    """Read a notebook or JuNE log, chosen by file suffix."""
-    path = Path(path)
-    if path.suffix in NOTEBOOK_SUFFIXES:
+    """Read a notebook or JuNE log (a local file or a URL), chosen by file suffix."""
+    suffix = PurePosixPath(str(path)).suffix
+    if suffix in NOTEBOOK_SUFFIXES and not is_url(path):
         from themisto.recording.sources.notebook import read_notebook
 
-        return [read_notebook(path)]
-    if path.suffix in LOG_SUFFIXES:
+        return [read_notebook(Path(path))]
+    if suffix in LOG_SUFFIXES:
         from themisto.recording.sources.june import read_june_log
 
-        return read_june_log(path)
+        return read_june_log(str(path) if is_url(path) else Path(path))
     raise SourceError(
-        f"{path}: unknown source type {path.suffix or '(no suffix)'!r};"
-        " expected .ipynb or a JuNE log (.csv, .jsonl, .parquet)"
+        f"{path}: unknown source type {suffix or '(no suffix)'!r};"
+        f" expected {'a JuNE log' if is_url(path) else '.ipynb or a JuNE log'} (.csv, .jsonl, .parquet)"
     )
 
 
-def read_sources(paths: Iterable[str | os.PathLike[str]]) -> list[SourceTrajectory]:
-    """Read every source (files or folders) and check that trajectory ids are unique."""
+def compile_skip_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    """The compiled skip pattern; None (skip nothing) for None or ``""``."""
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise InputError(f"skip pattern {pattern!r} is not a regular expression: {exc}") from None
+
+
+def skip_cells(trajectories: list[SourceTrajectory], pattern: str | None) -> list[SourceTrajectory]:
+    """The trajectories without the executions whose code matches ``pattern`` (searched anywhere in the code).
+
+    A trajectory left with no execution is dropped; restarts stay where they were.
+    """
+    compiled = compile_skip_pattern(pattern)
+    if compiled is None:
+        return trajectories
+    kept = []
+    for trajectory in trajectories:
+        actions = [a for a in trajectory.actions if not (isinstance(a, Execute) and compiled.search(a.code))]
+        if any(isinstance(action, Execute) for action in actions):
+            kept.append(SourceTrajectory(trajectory.trajectory_id, trajectory.source, actions))
+    return kept
+
+
+def read_sources(paths: Iterable[str | os.PathLike[str]], skip_pattern: str | None = None) -> list[SourceTrajectory]:
+    """Read every source (files, folders or URLs), check that trajectory ids are unique, skip matching cells."""
     trajectories: list[SourceTrajectory] = []
-    seen: dict[str, Path] = {}
+    seen: dict[str, Path | str] = {}
     for path in source_files(paths):
         for trajectory in read_source(path):
             if trajectory.trajectory_id in seen:
@@ -104,4 +166,4 @@ def read_sources(paths: Iterable[str | os.PathLike[str]]) -> list[SourceTrajecto
                 )
             seen[trajectory.trajectory_id] = path
             trajectories.append(trajectory)
-    return trajectories
+    return skip_cells(trajectories, skip_pattern)
