@@ -95,7 +95,7 @@ def test_a_damaged_parquet_file_under_show_is_one_line(
     write_corpus(trajectories, 2, 30)
     dataset = tmp_path / "dataset"
     assert main(["build", str(trajectories), "-o", str(dataset)]) == 0
-    split = dataset / "output_prediction" / "test.parquet"
+    [split] = (dataset / "output_prediction").glob("test*.parquet")
     split.write_bytes(b"" if damage == "empty" else split.read_bytes()[: split.stat().st_size // 2] + b"garbage")
     capsys.readouterr()
     assert main(["show", "output_prediction", "nb000/3", "--data", str(dataset)]) == 2

@@ -59,6 +59,9 @@ def test_a_resume_that_reproduces_the_state_continues_unmarked(tmp_path: Path) -
     assert [step.code for step in steps] == cells and steps[3].resume_diverged_at is None
 
 
+# Every step of a tiny trajectory is an example: the build must take the snapshots whatever they hold.
+EVERY_STEP = SelectionOptions(sample="all", quantile=1.0, include_errors=True, include_empty=True, min_history=0)
+
 # --- the snapshot is checked, not trusted --------------------------------------------------------
 
 # A cell that makes the kernel-side snapshot answer once with forged records, then restores it.
@@ -100,7 +103,7 @@ def test_forged_snapshot_records_are_dropped_and_named(tmp_path: Path) -> None:
     assert forged.runtime[2].repr == "r" * RecordOptions().max_repr_chars and forged.runtime[2].repr_truncated
     assert forged.snapshot_error is not None and forged.snapshot_error.startswith("8 variable record(s) dropped")
     assert [variable.name for variable in after.runtime] == ["after"] and after.snapshot_error is None
-    build_dataset([out / "forged.jsonl"], tmp_path / "dataset", SelectionOptions(sample="all", quantile=1.0))
+    build_dataset([out / "forged.jsonl"], tmp_path / "dataset", EVERY_STEP)
 
 
 def test_a_broken_snapshot_is_named_and_the_module_installed_again(tmp_path: Path) -> None:
@@ -131,7 +134,7 @@ def test_hostile_namespaces_never_empty_later_snapshots(tmp_path: Path) -> None:
     assert sorted(last) == ["Big", "Exit", "Interrupt", "after", "big", "exit_", "interrupt"]
     assert last["exit_"].repr_failed and last["interrupt"].repr_failed and last["interrupt"].len is None
     assert last["big"].size_bytes is not None and last["big"].size_bytes < 2**63
-    build_dataset([out / "hostile.jsonl"], tmp_path / "dataset", SelectionOptions(sample="all", quantile=1.0))
+    build_dataset([out / "hostile.jsonl"], tmp_path / "dataset", EVERY_STEP)
 
 
 def test_max_variables_caps_a_snapshot_and_counts_the_rest(tmp_path: Path) -> None:
