@@ -288,6 +288,8 @@ def test_cli_scores_a_real_lm_eval_run_with_trajectories_from_the_build(
         (["exec-score", "{run}", "--trajectories", "{other}"], "trajectory shop of the samples is not in"),
         (["exec-score", "{run}", "--trajectories", "{recorded}", "--shard", "2/2"], "shard 2/2"),
         (["exec-score", "{run}", "--trajectories", "{recorded}", "--timeout", "0"], "--timeout must be positive"),
+        (["exec-score", "{run}", "--trajectories", "{recorded}", "--jobs", "0"], "--jobs must be at least 1"),
+        (["exec-score", "{run}", "--data", "{cardonly}"], "names no file for config 'trajectories'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -298,7 +300,11 @@ def test_bad_input_is_one_line_and_exit_2(
     other.mkdir()
     (other / "x.jsonl").write_text(read_trajectory(recorded)[0].to_json().replace('"shop"', '"x"') + "\n")
     _write_logs(run_dir, read_trajectory(recorded), {("m", NEXT_CELL_TASK): {1: "pass"}})
+    cardonly = tmp_path / "cardonly"
+    cardonly.mkdir()
+    (cardonly / "README.md").write_text("---\nconfigs: []\n---\n")
     paths = {"missing": tmp_path / "nope", "empty": empty, "run": run_dir, "other": other, "recorded": recorded}
+    paths["cardonly"] = cardonly
     assert main([argument.format(**paths) for argument in arguments]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1

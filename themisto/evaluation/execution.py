@@ -49,8 +49,8 @@ Isolation: what a prediction can and cannot change
 - Variables, modules, random generators, open figures: the child's own
   copy-on-write memory; nothing it does reaches the parent or the next
   prediction.
-- The working directory: the replay runs in a private copy of ``--workdir``
-  (default: an empty folder), made per trajectory and deleted after it; each
+- The working directory: the replay runs in a private copy of the ``workdir``
+  option (default: an empty folder), made per trajectory and deleted after it; each
   prediction runs in a fresh copy of that folder as it was before the step
   (cloned copy-on-write where the filesystem supports it), deleted after it.
   Files it writes, deletes or changes there are seen by no later prediction and
@@ -83,7 +83,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from themisto.exceptions import InputError, KernelError, short_message
+from themisto.exceptions import InputError, KernelError, OptionError, short_message
 from themisto.jsonl import iter_json_objects
 from themisto.progress import Progress
 from themisto.recording import fork
@@ -288,7 +288,11 @@ def _read_build(data: str | None, wanted: set[str], found: dict[str, dict[int, R
     if Path(location).is_dir():
         path = parquet_path(Path(location), TRAJECTORIES, TRAJECTORY_SPLIT)
         if not path.is_file():
-            raise InputError(f"{path} is missing: the build has no {TRAJECTORIES} config; pass --trajectories")
+            raise OptionError(
+                "{path} is missing: the build has no {config} config; pass {trajectories}",
+                path=path,
+                config=TRAJECTORIES,
+            )
         import pyarrow.parquet as pq
 
         try:
@@ -748,7 +752,7 @@ def exec_score(
     """
     options = options or RecordOptions()
     if jobs < 1:
-        raise InputError("jobs must be at least 1")
+        raise OptionError("{jobs} must be at least 1")
     if not run_dirs:
         raise InputError("no run folder given")
     out = None if output is None else Path(output)
