@@ -40,10 +40,11 @@ EXEC_BASELINES := themisto-empty themisto-repeat-last
 NEXT_CELL_TASKS := themisto_next_cell,themisto_next_cell_runtime
 
 exec-score: $(STAMP)
+	rm -rf runs/exec-workdir && mkdir -p runs/exec-workdir && cp -R data/files runs/exec-workdir/files
 	for model in $(EXEC_BASELINES); do \
 		$(PY) -m themisto eval --model $$model --tasks $(NEXT_CELL_TASKS) --data hf_dataset -o runs/exec || exit 1; \
 	done
-	$(PY) -m themisto exec-score runs/exec --data hf_dataset --jobs 2
+	$(PY) -m themisto exec-score runs/exec --data hf_dataset --workdir runs/exec-workdir --jobs 2
 
 # ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
 lint: $(STAMP)

@@ -207,7 +207,9 @@ def tokens(text: str) -> set[str]:
 def read_rows(build: Path, config: str, split: str, columns: list[str]) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
-    return pq.read_table(build / config / f"{split}.parquet", columns=columns).to_pylist()
+    from themisto.building.parquet import parquet_path  # the build's card names its (content-hashed) files
+
+    return pq.read_table(parquet_path(build, config, split), columns=columns).to_pylist()
 
 
 @dataclass
