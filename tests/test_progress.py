@@ -24,7 +24,7 @@ from synthetic import write_corpus
 from themisto.building.parquet import build_dataset
 from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
-from themisto.recording.environment import kernel_environment, limited_kernel_manager
+from themisto.recording.environment import kernel_environment, supervised_kernel_manager
 from themisto.recording.kernel import RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability
@@ -151,7 +151,7 @@ def kernel_log(manager: object, log: Path) -> str:
 def test_kernels_talk_over_private_sockets_without_the_tcp_warning(tmp_path: Path) -> None:
     from jupyter_client import KernelManager
 
-    manager = limited_kernel_manager("python3", None, None)
+    manager = supervised_kernel_manager("python3", None, None)
     sockets = Path(manager.ip).parent
     assert manager.transport == "ipc" and sockets.is_dir() and (sockets.stat().st_mode & 0o777) == 0o700
     ours = kernel_log(manager, tmp_path / "ours.log")
