@@ -140,7 +140,8 @@ def compile_skip_pattern(pattern: str | None) -> re.Pattern[str] | None:
 def skip_cells(trajectories: list[SourceTrajectory], pattern: str | None) -> list[SourceTrajectory]:
     """The trajectories without the executions whose code matches ``pattern`` (searched anywhere in the code).
 
-    A trajectory left with no execution is dropped; restarts stay where they were.
+    A trajectory the pattern leaves with no execution is dropped; restarts stay where they were. One that
+    had no execution to begin with (a notebook without code cells) is kept, so recording it says so.
     """
     compiled = compile_skip_pattern(pattern)
     if compiled is None:
@@ -148,7 +149,7 @@ def skip_cells(trajectories: list[SourceTrajectory], pattern: str | None) -> lis
     kept = []
     for trajectory in trajectories:
         actions = [a for a in trajectory.actions if not (isinstance(a, Execute) and compiled.search(a.code))]
-        if any(isinstance(action, Execute) for action in actions):
+        if any(isinstance(action, Execute) for action in actions) or not trajectory.executions:
             kept.append(SourceTrajectory(trajectory.trajectory_id, trajectory.source, actions))
     return kept
 
