@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from themisto.exceptions import InputError, OptionError, ReplayDivergedError, SourceError, ThemistoError
+from themisto.exceptions import OptionError, ReplayDivergedError, SourceError, ThemistoError
 from themisto.filesystem import ExclusiveLock, lock_path, prepare_output_folder
 from themisto.progress import Progress
 from themisto.recording import snapshot
@@ -261,7 +261,7 @@ def kernel_workdir(source: SourceTrajectory, options: RecordOptions) -> Path:
     if options.workdir is not None:
         return Path(options.workdir)
     if not isinstance(source.source, Path):
-        raise InputError(f"{source.source} is not a local file: pass --workdir for its kernels")
+        raise OptionError("{source} is not a local file: pass {workdir} for its kernels", source=source.source)
     return source.source.resolve().parent
 
 
