@@ -100,7 +100,10 @@ def test_python_callers_read_keyword_names(tmp_path: Path) -> None:
 def test_the_cli_names_the_flags_that_set_those_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     errors = write_steps(tmp_path / "e.jsonl", synthetic_steps("e", 20, error_rate=1.0))
     cases = [
-        (["build", str(errors), "-o", str(tmp_path / "b")], "see --include-errors, --include-empty, --min-history, --quantile and --stable-only"),
+        (
+            ["build", str(errors), "-o", str(tmp_path / "b")],
+            "see --include-errors, --include-empty, --min-history, --quantile and --stable-only",
+        ),
         (["build", str(errors), "-o", str(tmp_path / "b"), "--prompt-repr-chars", "3"], "--prompt-repr-chars must"),
         # the old spelling still sets the option, and the error names the flag that --help shows
         (["build", str(errors), "-o", str(tmp_path / "b"), "--max-repr-chars", "3"], "--prompt-repr-chars must"),
