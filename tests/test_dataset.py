@@ -319,7 +319,17 @@ def test_plots_are_no_output_prediction_target_unless_images_are_included(tmp_pa
     nbformat.write(notebook, tmp_path / "plots.ipynb")
     assert main(["record", str(tmp_path / "plots.ipynb"), "-o", str(tmp_path / "traj")]) == 0
     for name, flags in (("default", []), ("images", ["--include-images"])):
-        args = ["build", str(tmp_path / "traj"), "-o", str(tmp_path / name), "--sample", "all", "--quantile", "1"]
+        args = [
+            "build",
+            str(tmp_path / "traj"),
+            "-o",
+            str(tmp_path / name),
+            "--sample",
+            "all",
+            "--quantile",
+            "1",
+            "--include-empty",
+        ]
         assert main(args + flags) == 0
     targets = {r["step"]: r["target"] for r in rows(tmp_path / "images", "output_prediction", "full")}
     assert targets == {0: "", 1: "<image/png>", 2: "<image/png>", 3: "mean 2.0\n<image/png>", 4: "3"}
