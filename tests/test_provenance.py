@@ -18,6 +18,7 @@ from themisto.exceptions import InputError, OptionError
 from themisto.recording.options import RecordOptions, with_recorded
 from themisto.recording.provenance import read_provenance, sidecar
 from themisto.recording.record import record_source
+from themisto.recording.sources import JUNE_PLUGIN_PATTERN
 from themisto.recording.stability import replay_options
 from themisto.recording.zenodo import import_zenodo
 from themisto.trajectory import SCHEMA_VERSION, read_trajectory
@@ -75,6 +76,7 @@ def test_a_recorded_trajectory_carries_how_it_was_made(recorded: Path) -> None:
             "max_cpu_seconds": 300,
             "max_variables": 1000,
             "isolate_home": False,
+            "skip_pattern": JUNE_PLUGIN_PATTERN,
         },
         "workdir": {"policy": "source", "path": "../src"},
     }
