@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # data/ is not a package: make_logs.py loads this file by pat
 Edit = tuple[str, str]  # (text in the cell, replacement)
 
 AFTER_RESTART = ("all", "top", "lazy")
+# Methods that change their object rather than return a new one.
+IN_PLACE_METHODS = {"append", "extend", "update", "setdefault", "pop", "insert", "remove", "clear", "sort"}
 NAME_ERROR = re.compile(r"name '(\w+)' is not defined")
 # Misspellings people really make, tried before a generic one.
 COMMON_SLIPS = {
@@ -382,8 +384,8 @@ class Developer:
 
         A NameError sends the developer to the forgotten import or the cell that
         defines the name; any other unplanned failure makes them run the cells
-        above that this kernel has not run, or else restart the kernel and run
-        all the cells above, and try again.
+        above that this kernel has not run and that change what the cell reads,
+        or else restart the kernel and run all the cells above, and try again.
         """
         ok = self.nb.run(tracked.cell)
         self.ran.add(id(tracked))
@@ -396,9 +398,9 @@ class Developer:
         missing = NAME_ERROR.search(error.get("evalue", "")) if error.get("ename") == "NameError" else None
         if depth < 8 and missing and self._provide(missing[1], tracked, depth):
             return self.execute(tracked, depth=depth + 1)
-        skipped = [t for t in self._above(tracked) if id(t) not in self.ran]
+        skipped = self._stale_inputs(tracked)
         if depth < 7 and skipped:
-            # the cells above that this kernel has not run yet (after a restart)
+            # stale state after a restart: the cells above, not run since, that change what this cell reads
             self.run_all(skipped)
             return self.execute(tracked, depth=7)
         if depth < 8:
@@ -408,6 +410,18 @@ class Developer:
             self.run_all(self._above(tracked))
             return self.execute(tracked, depth=8)
         raise RuntimeError(f"{self.nb.log.session}: an unplanned failure ({error}) in:\n{tracked.cell.source}")
+
+    def _stale_inputs(self, tracked: Tracked) -> list[Tracked]:
+        """The cells above, not run since the restart, that change what ``tracked`` reads, directly or through
+        one another (walking up from the cell, in notebook order)."""
+        needed = loaded_names(tracked.cell.source)
+        chosen: list[Tracked] = []
+        for above in reversed(self._above(tracked)):
+            if changed_names(above.cell.source) & needed:
+                needed |= loaded_names(above.cell.source)
+                if id(above) not in self.ran:
+                    chosen.append(above)
+        return chosen[::-1]
 
     def _provide(self, name: str, failing: Tracked, depth: int) -> bool:
         """Define ``name`` again: add a forgotten import to the first cell, or run the first cell that defines it."""
@@ -509,7 +523,7 @@ class Developer:
 
     def finish(self) -> None:
         """End of the session: maybe a last Run All, then save."""
-        if self.chance(0.1):
+        if self.chance(0.05):
             self.nb.restart()
             self.ran.clear()
             self.run_all([t for t in self._live() if t.cell.cell_type == "code"])
@@ -575,3 +589,28 @@ def loaded_names(code: str) -> set[str]:
     if tree is None:
         return set()
     return {node.id for node in _top_level_nodes(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+
+def changed_names(code: str) -> set[str]:
+    """Names whose objects a cell binds or changes at top level: ``x = ...``, ``x[k] = ...``, ``x.a = ...``,
+    ``x.m(..., inplace=True)`` and ``x.append/update/setdefault(...)``."""
+    tree = _parse(code)
+    if tree is None:
+        return set()
+    names = defined_names(code)
+    for node in _top_level_nodes(tree):
+        if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                names.add(base.id)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+        ):
+            in_place = any(k.arg == "inplace" for k in node.keywords) or node.func.attr in IN_PLACE_METHODS
+            if in_place:
+                names.add(node.func.value.id)
+    return names

@@ -347,11 +347,12 @@ class Notebook:
         self._emit("execute", cell, cell.source)
         self.executions += 1
         cell.execution_count = self.executions
-        if interrupt_after_s is not None:
-            self.log.clock += dt.timedelta(seconds=interrupt_after_s)
-            self._emit("kernel_interrupting", cell)
         raw = self.kernel.execute(cell.source, interrupt_after_s)
         outputs = [o for o in (clean_output(o, self.shown_pid) for o in merge_streams(raw)) if o is not None]
+        # the developer interrupts only a cell still running then (one that failed at once ended before)
+        if interrupt_after_s is not None and any(o.get("ename") == "KeyboardInterrupt" for o in outputs):
+            self.log.clock += dt.timedelta(seconds=interrupt_after_s)
+            self._emit("kernel_interrupting", cell)
         self.log.think(0.01, 1.5)
         self._emit("finished_execute", cell, cell.source, serialise_outputs(outputs))
         errors = [o for o in outputs if o["output_type"] == "error"]

@@ -208,9 +208,9 @@ def test_printed_output_dataframes_arrays_and_plots_as_images() -> None:
     assert not [o for o in outputs if {"text/plain", "text/html"} <= set(o.get("data", {}))]
     arrays = [r for r in results if r["data"]["text/plain"].startswith("array(")]
     plots = [o for o in outputs if o["output_type"] == "display_data" and "image/png" in o["data"]]
-    assert len(stdout) >= 200 and len(dataframes) >= 200 and len(arrays) >= 20
+    assert len(stdout) >= 300 and len(dataframes) >= 150 and len(arrays) >= 20
     pngs = [p["data"]["image/png"] for p in plots if not p["data"]["image/png"].startswith(IMAGE_PLACEHOLDER)]
-    assert len(pngs) >= 100
+    assert len(pngs) >= 60
     for png in pngs:
         assert base64.b64decode(png).startswith(PNG_SIGNATURE)
     # plotting cells end in plt.show() or ';': a figure shows as a picture, never as a repr
@@ -258,14 +258,10 @@ def test_no_machine_specific_paths_or_downloads() -> None:
         for prefix in (sys.prefix, sys.base_prefix, str(ROOT)):
             assert prefix not in text, name
             assert prefix.replace(home, "~", 1) not in text, name
-    # scikit-learn's fetchers download; a session's own helper may still be called fetch_<something>
-    downloads = re.compile(
-        r"\bfetch_(?:openml|california_housing|covtype|kddcup99|lfw_\w+|olivetti_faces|rcv1|20newsgroups\w*|species_distributions)\b"
-    )
     for row in all_rows():
-        assert not downloads.search(row["cell_source"])
-        assert "urlopen" not in row["cell_source"]
-        assert "requests.get" not in row["cell_source"]
+        # slow services are simulated with time.sleep; the code downloads nothing (sklearn's fetch_*, urls)
+        if row["event"] == "execute":
+            assert not re.search(r"sklearn\.datasets|urlopen|requests\.get|https?://", row["cell_source"])
 
 
 def test_rewriting_the_data_files_reproduces_them(tmp_path: Path) -> None:
