@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from attacks import (
     PROCESS_TIMEOUT,
@@ -226,6 +227,17 @@ def test_a_cell_that_kills_the_recorder_does_not_stop_every_later_resume(tmp_pat
     assert [(s.code, s.output, s.restarted) for s in read_trajectory(trajectory)] == [
         (s.code, s.output, s.restarted) for s in steps
     ]
+    # the stability stage replays it the same way: the killer is skipped and the recorder's replay survives
+    annotated = tmp_path / "annotated"
+    stability = run_themisto("stability", str(trajectory), "--runs", "1", "-o", str(annotated))
+    assert stability.returncode == 0, stability.stderr
+    replayed = read_trajectory(annotated / "killer.jsonl")
+    assert [s.stable for s in replayed] == [True, True, True]
+    # and the marker is no cell's output, so no build makes it a target, errors kept or not
+    built = run_themisto("build", str(trajectory), "-o", str(tmp_path / "ds"), "--sample", "all", "--include-errors")
+    assert built.returncode == 0, built.stderr
+    table = pq.read_table(next((tmp_path / "ds" / "output_prediction").glob("full-*.parquet")))
+    assert table.column("target").to_pylist() == ["2"]  # "a = 1" shows nothing; the killer's marker is no target
 
 
 # --- atomic builds -----------------------------------------------------------------------------

@@ -46,6 +46,11 @@ IMAGE_PLACEHOLDER = re.compile(r"<image/[\w.+-]+>")
 _DOC = "themisto"  # the dataclass field metadata key holding a field's :class:`FieldDoc`
 
 
+# The ``ename`` of a step that was in progress when an earlier recording stopped without finishing it
+# (the recorder was killed, or the disk filled): a resume records it without running it again.
+RECORDING_STOPPED_ERROR = "RecordingStopped"
+
+
 @dataclass(frozen=True)
 class FieldDoc:
     """What a field's annotation and default cannot say about it."""
@@ -125,6 +130,11 @@ class Step:
         "the source's user interrupted the cell this many seconds after it started (replays do too); null if not",
         default=None,
     )
+
+    @property
+    def recording_stopped(self) -> bool:
+        """An earlier recording stopped while this cell ran: it was not run again, so it shows nothing of the cell."""
+        return self.error is not None and self.error.get("ename") == RECORDING_STOPPED_ERROR
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -169,6 +169,7 @@ class StepStats:
     code_chars: int
     output_chars: int
     is_error: bool
+    recording_stopped: bool  # a recorder artefact (Step.recording_stopped), never a target
     image_only: bool  # the output shows nothing but images (is_image_only)
     stable: bool | None  # the step's output, as ``Step.stable``
     code_blank: bool
@@ -241,6 +242,7 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[
                     len(step.code),
                     len(step.output),
                     step.error is not None,
+                    step.recording_stopped,
                     is_image_only(step.output),
                     step.stable,
                     not step.code.strip(),
@@ -283,6 +285,7 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         if s.code_chars <= max_code
         and s.output_chars <= max_output
         and (options.include_errors or not s.is_error)
+        and not s.recording_stopped
         and (not options.stable_only or s.stable is True)
         and s.step >= min_history
     ]

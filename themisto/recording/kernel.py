@@ -49,7 +49,7 @@ from themisto.recording.environment import (
 from themisto.recording.options import RESUME_DIVERGED, RecordOptions
 from themisto.recording.outputs import OutputCollector, cap_text, render_outputs, scrub
 from themisto.recording.sources import compile_skip_pattern
-from themisto.trajectory import Step, Variable, record_from_dict, state_hash, variable_json
+from themisto.trajectory import RECORDING_STOPPED_ERROR, Step, Variable, record_from_dict, state_hash, variable_json
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,6 @@ KERNEL_START_TIMEOUT = 60.0
 SILENT_KERNEL_GRACE = 5.0
 # The ``ename`` of a step whose kernel died or ignored the interrupt; the recorder has restarted it.
 DEAD_KERNEL_ERROR = "DeadKernelError"
-# The ``ename`` of a step that was in progress when an earlier recording stopped without finishing it
-# (the recorder was killed, or the disk filled): a resume records it without running it again.
-RECORDING_STOPPED_ERROR = "RecordingStopped"
 # Caps on a snapshot record's names (a variable's name, its type's qualified name, its size method).
 MAX_NAME_CHARS = 256
 MAX_TYPE_CHARS = 512

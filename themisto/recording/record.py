@@ -14,7 +14,7 @@ from themisto.exceptions import OptionError, ReplayDivergedError, SourceError, T
 from themisto.filesystem import ExclusiveLock, lock_path, prepare_output_folder
 from themisto.progress import Progress
 from themisto.recording import snapshot
-from themisto.recording.kernel import RECORDING_STOPPED_ERROR, Recorder, Stopped, check_options
+from themisto.recording.kernel import Recorder, Stopped, check_options
 from themisto.recording.options import RecordOptions, chosen_options, with_recorded
 from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
 from themisto.recording.provenance import (
@@ -199,7 +199,7 @@ def _replay(
     recorder: Recorder, path: Path, recorded: Step, action: Execute, options: RecordOptions, diverged: int | None
 ) -> int | None:
     """Re-run a recorded step to rebuild the state and check it; the first divergent step so far."""
-    if recorded.error is not None and recorded.error.get("ename") == RECORDING_STOPPED_ERROR:
+    if recorded.recording_stopped:
         recorder.skip_stopped()  # never run again what stopped a recording
         return diverged
     replayed = recorder.run_cell(action.code, action.cell_id, interrupt_after=action.interrupt_after)

@@ -151,6 +151,8 @@ def replay_outputs(
 ) -> list[str]:
     """Run the steps' code in order in one fresh kernel, restarting where a step was ``restarted``.
 
+    A step recorded as ``RecordingStopped`` is not run: the kernel restarts there, as it did in the recording.
+
     ``on_step`` is called after each step.
     """
     if not steps:
@@ -162,6 +164,13 @@ def replay_outputs(
         for step in steps:
             if step.restarted and not fresh:
                 recorder.restart()
+            if step.recording_stopped:
+                recorder.skip_stopped()  # never run again what stopped a recording; its output is the marker
+                outputs.append(step.output)
+                fresh = True
+                if on_step is not None:
+                    on_step()
+                continue
             rerun = recorder.run_cell(step.code, step.cell_id, interrupt_after=step.interrupt_after)
             outputs.append(rerun.output)
             if on_step is not None:
