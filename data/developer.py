@@ -99,6 +99,7 @@ class Persona:
     split: float  # computes in one cell and shows the result in the next
     prints: float  # prints the final expression instead of letting Jupyter display it
     scratch: float  # adds a throwaway check cell (deleted afterwards, half the time)
+    checks: float  # looks at what a cell made (a shape, a length, a value) in a cell of its own
     patience: float  # waits for a long cell instead of interrupting it
     restarts: int  # kernel restarts in a session
     after_restart: tuple[float, float, float]  # chances of Run All, re-running the top cells, carrying on
@@ -192,6 +193,7 @@ class Developer:
         mutates: bool = False,
         optional: float = 0.0,
         peek: Sequence[str] = (),
+        check: Sequence[str] = (),
         plot: bool = False,
     ) -> Tracked | None:
         """One planned cell, played with the persona's habits.
@@ -204,6 +206,9 @@ class Developer:
         cells fail when run again; ``mutates`` cells change data in place;
         ``optional`` is the chance the developer skips the cell; ``peek`` are
         quick checks the developer may type in a throwaway cell afterwards;
+        ``check`` are quick looks at what the cell made (``df.shape``,
+        ``len(rows)``, a scalar's name) typed in a cell of its own, which only
+        the kernel's state answers;
         ``plot`` cells end with ``plt.show()`` or ``;``.
         """
         if optional and self.chance(optional):
@@ -228,7 +233,7 @@ class Developer:
         tracked = self._add_and_run(code, mistakes, once, mutates, self._long(long))
         if shown_apart and show is not None:
             self._add_and_run(self.style(self.rename(show)), [], False, False)
-        self._follow_up(tracked, tweaks, peek)
+        self._follow_up(tracked, tweaks, peek, check)
         return tracked
 
     # -- style ----------------------------------------------------------------
@@ -443,8 +448,8 @@ class Developer:
         cells = [t for t in live if t.cell.cell_type == "code"]
         return cells[: cells.index(tracked)] if tracked in cells else cells
 
-    def _follow_up(self, tracked: Tracked, tweaks: Sequence[Edit], peek: Sequence[str]) -> None:
-        """What the developer does after a planned cell: tweak it, re-run it, revisit an earlier cell, peek."""
+    def _follow_up(self, tracked: Tracked, tweaks: Sequence[Edit], peek: Sequence[str], check: Sequence[str]) -> None:
+        """What the developer does after a planned cell: tweak it, re-run it, revisit an earlier cell, peek, check."""
         if self.chance(self.persona.tweak):
             edit = self._tweak(tracked.cell.source, tweaks)
             if edit is not None:
@@ -461,6 +466,8 @@ class Developer:
             if self.chance(0.5):
                 self.nb.delete(scratch.cell)
                 self.tracked.remove(scratch)
+        if check and self.chance(self.persona.checks):
+            self._add_and_run(self.style(self.rename(self.rng.choice(list(check)))), [], False, False)
 
     def _tweak(self, source: str, tweaks: Sequence[Edit]) -> Edit | None:
         """A planned tweak, else a generic one that fits the cell's last line; None when none fits."""

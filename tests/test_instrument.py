@@ -141,6 +141,18 @@ def test_on_the_committed_build_the_positive_control_never_loses_and_never_guess
     assert all(r["filtered_resps"] == [""] for r in samples["themisto_output"])
 
 
+def test_on_the_committed_test_split_the_positive_control_is_a_significant_runtime_effect(tmp_path: Path) -> None:
+    # the README's claim: the paired test detects the runtime effect on the split every score is quoted on
+    samples = eval_samples(
+        "themisto-state-lookup", ROOT / "hf_dataset", tmp_path / "run", "themisto_output,themisto_output_runtime"
+    )
+    differences = paired_exact_match(samples, "themisto_output")
+    assert len(differences) == 200 and all(d >= 0 for d in differences)
+    plain = [r["exact_match"] for r in samples["themisto_output"]]
+    runtime = [r["exact_match"] for r in samples["themisto_output_runtime"]]
+    assert sum(runtime) > sum(plain) and mcnemar(plain, runtime).p_value < 0.05
+
+
 # --- categories and duplicates on a trajectory with known answers -------------------------------------
 
 _HTML_TABLE = [{"output_type": "execute_result", "data": {"text/plain": "   a\n0  1", "text/html": "<table></table>"}}]

@@ -29,8 +29,20 @@ def plan(dev: Developer) -> None:
         show="pattern.match(lines[0]).groupdict()",
         wrong=[(r"(?P<status>\d{3})", r"(?P<status>\d{4})")],
     )
-    dev.cell("rows = [m.groupdict() for m in map(pattern.match, lines) if m]", show="len(rows), len(lines) - len(rows)")
-    dev.cell("logs = pd.DataFrame(rows)", show="logs.head()")
+    dev.cell(
+        "rows = [m.groupdict() for m in map(pattern.match, lines) if m]",
+        show="len(rows), len(lines) - len(rows)",
+        check=["len(rows)"],
+    )
+    dev.cell(
+        "logs = pd.DataFrame(rows)",
+        show="logs.head()",
+        check=[
+            "logs.shape",
+            "print(f'{len(logs)} requests, {logs.shape[1]} fields')",
+            "print(f'{logs.shape[0]} rows, {logs.shape[1]} columns')",
+        ],
+    )
     dev.cell(
         "logs[['status', 'size', 'latency']] = logs[['status', 'size', 'latency']].astype(int)",
         show="logs.dtypes",
@@ -45,7 +57,11 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "logs.groupby('path')['latency'].agg(['mean', 'max', 'count']).round(1).sort_values('mean', ascending=False)"
     )
-    dev.cell("errors = logs[logs['status'] >= 500]", show="errors[['time', 'path', 'latency']].head()")
+    dev.cell(
+        "errors = logs[logs['status'] >= 500]",
+        show="errors[['time', 'path', 'latency']].head()",
+        check=["len(errors)", "len(errors) / len(logs)", "errors.shape, logs.shape"],
+    )
     dev.cell(
         r"logs['endpoint'] = logs['path'].str.replace(r'\d+', ':id', regex=True).str.split('?').str[0]",
         show="logs['endpoint'].value_counts()",
@@ -54,16 +70,29 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "suspicious = logs[logs['path'] == '/admin'].groupby('ip').size()",
         show="suspicious.sort_values(ascending=False).head()",
+        check=["suspicious", "len(suspicious)"],
     )
-    dev.cell("per_hour = logs.set_index('time').resample('h').size()", show="per_hour.describe().round(2)")
+    dev.cell(
+        "per_hour = logs.set_index('time').resample('h').size()",
+        show="per_hour.describe().round(2)",
+        check=["len(per_hour)"],
+    )
     dev.cell("per_hour.idxmax(), per_hour.max()")
     dev.cell("logs['latency'].quantile([0.5, 0.9, 0.99])")
-    dev.cell("slow = logs[logs['latency'] > logs['latency'].quantile(0.95)]", show="slow['endpoint'].value_counts()")
+    dev.cell(
+        "slow = logs[logs['latency'] > logs['latency'].quantile(0.95)]",
+        show="slow['endpoint'].value_counts()",
+        check=["slow.shape", "len(slow) / len(logs)", "print(f'{slow.shape[0]} rows, {slow.shape[1]} columns')"],
+    )
     dev.cell(
         "logs['size_kb'] = (logs['size'] / 1024).round(1)",
         show="logs.groupby('endpoint')['size_kb'].sum().sort_values(ascending=False).head()",
     )
-    dev.cell(r"queries = logs['path'].str.extract(r'\?q=(\w+)')[0].dropna()", show="queries.value_counts()")
+    dev.cell(
+        r"queries = logs['path'].str.extract(r'\?q=(\w+)')[0].dropna()",
+        show="queries.value_counts()",
+        check=["len(queries)"],
+    )
     dev.cell("status_class = (logs['status'] // 100).astype(str) + 'xx'", show="status_class.value_counts()")
     dev.cell("pd.crosstab(logs['endpoint'], status_class)")
     dev.cell(

@@ -35,12 +35,14 @@ def plan(dev: Developer) -> None:
         "y = churn['churned']",
         show="X.shape",
         wrong=[("columns=['contract', 'payment']", "columns=['contract', 'payments']")],
+        check=["len(X)", "print(f'{X.shape[1]} features for {len(X)} customers')"],
     )
     dev.cell("X.columns.tolist()")
     dev.cell(
         "from sklearn.model_selection import train_test_split\n"
         "X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=42, stratify=y)",
         show="X_train.shape, X_test.shape, y_train.mean().round(3)",
+        check=["X_train.shape, X_test.shape", "len(X_train), len(X_test)"],
     )
     dev.section("## Logistic regression")
     dev.cell(
@@ -58,7 +60,9 @@ def plan(dev: Developer) -> None:
         show="round(roc_auc_score(y_test, proba), 4)",
         wrong=[("model.predict_proba(X_test)[:, 1]", "model.predict_proba(X_test)")],
     )
-    dev.cell("coef = pd.Series(model.coef_[0], index=X.columns).sort_values()", show="coef.round(3)")
+    dev.cell(
+        "coef = pd.Series(model.coef_[0], index=X.columns).sort_values()", show="coef.round(3)", check=["len(coef)"]
+    )
     dev.cell(
         "from sklearn.preprocessing import StandardScaler\nfrom sklearn.pipeline import make_pipeline\n"
         "pipe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(X_train, y_train)",
@@ -94,6 +98,7 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "test = X_test.assign(churned=y_test, score=final.predict_proba(X_test)[:, 1])",
         show="test.sort_values('score', ascending=False).head()[['tenure_months', 'support_calls', 'score', 'churned']]",
+        check=["test.shape", "print(f'{test.shape[0]} rows, {test.shape[1]} columns')", "test.shape, X_test.shape"],
     )
     dev.cell(
         "test['decile'] = pd.qcut(test['score'], 10, labels=False)",

@@ -38,7 +38,11 @@ def plan(dev: Developer) -> None:
     )
     dev.cell("flights.groupby('hour')['dep_delay'].mean().plot.bar(title='Mean delay by hour')", plot=True)
     dev.cell("pd.crosstab(flights['origin'], flights['dest'])")
-    dev.cell("route = flights.groupby(['origin', 'dest'])['dep_delay'].mean().round(1)", show="route.nlargest(5)")
+    dev.cell(
+        "route = flights.groupby(['origin', 'dest'])['dep_delay'].mean().round(1)",
+        show="route.nlargest(5)",
+        check=["len(route)"],
+    )
     dev.cell(
         "flights['flight_date'] = pd.to_datetime(flights['flight_date'])\nflights['weekday'] = flights['flight_date'].dt.day_name()",
         show="flights.groupby('weekday')['dep_delay'].mean().round(1).sort_values()",
@@ -56,6 +60,7 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "worst = flights.nlargest(5, 'dep_delay')[['flight_date', 'flight_no', 'origin', 'dest', 'dep_delay']]",
         show="worst",
+        check=["worst.shape", "print(f'{worst.shape[0]} rows, {worst.shape[1]} columns')"],
     )
     dev.cell("flights['dep_delay'].quantile([0.5, 0.75, 0.9, 0.99])")
     dev.cell("flights['dep_delay'].clip(-15, 120).plot.hist(bins=40, title='Departure delay (min)')", plot=True)
@@ -66,6 +71,7 @@ def plan(dev: Developer) -> None:
         "daily = flights.groupby('flight_date').agg(n=('flight_no', 'size'), delay=('dep_delay', 'mean'))",
         show="daily.sort_values('delay', ascending=False).head()",
         wrong=[("n=('flight_no', 'size')", "n=('flight_no', 'len')")],
+        check=["daily.shape", "len(daily)", "print(f'{daily.shape[0]} rows, {daily.shape[1]} columns')"],
     )
     dev.cell("daily['delay'].rolling(7).mean().dropna().round(1).tail()")
     dev.cell("flights.groupby(['carrier', 'weekday'])['late'].mean().unstack().round(2)")
@@ -82,5 +88,6 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "summary = flights.groupby('carrier').agg(flights=('flight_no', 'size'), late=('late', 'mean'), cancelled=('cancelled', 'mean'))",
         show="summary.round(3)",
+        check=["summary.shape", "summary", "print(f'{summary.shape[0]} rows, {summary.shape[1]} columns')"],
     )
     dev.cell("print(summary.round(3).to_string())\nprint('worst carrier:', summary['late'].idxmax())")

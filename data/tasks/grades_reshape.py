@@ -31,14 +31,28 @@ def plan(dev: Developer) -> None:
         "long = grades.melt(id_vars=['student', 'class'], var_name='exam', value_name='score')",
         show="long.head()",
         wrong=[("id_vars=['student', 'class']", "id_vars=['student', 'Class']")],
+        check=[
+            "long.shape",
+            "print(f'{len(long)} scores in long format')",
+            "print(f'{long.shape[0]} rows, {long.shape[1]} columns')",
+            "grades.shape, long.shape",
+        ],
     )
     dev.cell("long[['subject', 'term']] = long['exam'].str.split('_t', expand=True)", show="long.head()")
     dev.cell("long['term'] = long['term'].astype(int)", show="long.dtypes")
     dev.cell("long.groupby('subject')['score'].mean().round(2)")
     dev.cell("long.pivot_table(index='class', columns='subject', values='score', aggfunc='mean').round(1)")
-    dev.cell("by_term = long.groupby(['subject', 'term'])['score'].mean().unstack()", show="by_term.round(2)")
+    dev.cell(
+        "by_term = long.groupby(['subject', 'term'])['score'].mean().unstack()",
+        show="by_term.round(2)",
+        check=["by_term.shape", "by_term", "print(f'{by_term.shape[0]} rows, {by_term.shape[1]} columns')"],
+    )
     dev.cell("by_term.diff(axis=1).round(2)")
-    dev.cell("student_avg = long.groupby('student')['score'].mean()", show="student_avg.describe().round(2)")
+    dev.cell(
+        "student_avg = long.groupby('student')['score'].mean()",
+        show="student_avg.describe().round(2)",
+        check=["len(student_avg)"],
+    )
     dev.cell("student_avg.nlargest(5)")
     dev.cell(
         "long['rank'] = long.groupby(['subject', 'term'])['score'].rank(ascending=False, method='min')",
@@ -48,6 +62,7 @@ def plan(dev: Developer) -> None:
         "wide_again = long.pivot(index='student', columns=['subject', 'term'], values='score')",
         show="wide_again.shape",
         wrong=[("index='student'", "index='class'")],
+        check=["wide_again.shape", "print(f'{wide_again.shape[0]} rows, {wide_again.shape[1]} columns')"],
     )
     dev.cell(
         "wide_again.columns = [f'{s}_t{t}' for s, t in wide_again.columns]",
@@ -67,15 +82,17 @@ def plan(dev: Developer) -> None:
         wrong=[("labels=['F', 'D', 'C', 'B', 'A']", "labels=['F', 'D', 'C', 'B']")],
     )
     dev.cell("long['grade'] = grade", show="pd.crosstab(long['subject'], long['grade'])")
-    dev.cell("improved = by_term[3] - by_term[1]", show="improved.round(2)")
+    dev.cell("improved = by_term[3] - by_term[1]", show="improved.round(2)", check=["improved"])
     dev.cell(
         "per_class = long.groupby(['class', 'subject'])['score'].agg(['mean', 'std']).round(2)",
         show="per_class.head(8)",
+        check=["per_class.shape", "print(f'{per_class.shape[0]} rows, {per_class.shape[1]} columns')"],
     )
     dev.cell("per_class['mean'].unstack()", optional=0.3)
     dev.cell(
         "top3 = long.sort_values('score', ascending=False).groupby('subject').head(3)",
         show="top3[['subject', 'student', 'score']].sort_values('subject')",
+        check=["top3.shape", "len(top3)", "print(f'{top3.shape[0]} rows, {top3.shape[1]} columns')"],
     )
     dev.cell("grades.set_index(['student', 'class']).stack().head(6)")
     dev.cell("wide_again.filter(like='_t3').corr().round(2)")
@@ -88,6 +105,7 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "report = long.pivot_table(index='student', columns='subject', values='score', aggfunc='mean').round(1)",
         show="report.head()",
+        check=["report.shape", "print(f'{report.shape[0]} rows, {report.shape[1]} columns')"],
     )
     dev.cell("report.idxmax(axis=1).value_counts()")
     dev.cell("print(report.loc['S001'].to_dict())")

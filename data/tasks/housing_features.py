@@ -51,9 +51,16 @@ def plan(dev: Developer) -> None:
         show="homes['energy_score'].value_counts().sort_index()",
     )
     dev.cell(
-        "dummies = pd.get_dummies(homes['neighbourhood'], prefix='hood', dtype=int)", show="dummies.sum().sort_values()"
+        "dummies = pd.get_dummies(homes['neighbourhood'], prefix='hood', dtype=int)",
+        show="dummies.sum().sort_values()",
+        check=["dummies.shape", "print(f'{dummies.shape[0]} rows, {dummies.shape[1]} columns')"],
     )
-    dev.cell("homes = pd.concat([homes, dummies], axis=1)", show="homes.shape", once=True)
+    dev.cell(
+        "homes = pd.concat([homes, dummies], axis=1)",
+        show="homes.shape",
+        once=True,
+        check=["len(homes)", "print(f'{homes.shape[1]} columns now')"],
+    )
     dev.cell(
         "seasons = {12: 'winter', 1: 'winter', 2: 'winter', 3: 'spring', 4: 'spring', 5: 'spring',\n"
         "           6: 'summer', 7: 'summer', 8: 'summer', 9: 'autumn', 10: 'autumn', 11: 'autumn'}\n"
@@ -76,11 +83,17 @@ def plan(dev: Developer) -> None:
         "num_cols = ['area_m2', 'rooms', 'bathrooms', 'age', 'energy_score']\n"
         "scaled = StandardScaler().fit_transform(homes[num_cols])",
         show="scaled.mean(axis=0).round(3), scaled.std(axis=0).round(3)",
+        check=["scaled.shape", "num_cols", "print(f'{scaled.shape[0]} rows, {scaled.shape[1]} columns')"],
     )
     dev.cell(
         "features = homes[num_cols + list(dummies.columns) + ['has_garden']].astype(float)",
         show="features.shape",
         wrong=[("['has_garden']", "['garden']")],
+        check=[
+            "features.shape",
+            "print(f'{features.shape[0]} rows, {features.shape[1]} columns')",
+            "features.shape, homes.shape",
+        ],
     )
     dev.cell("features.isna().sum().sum()")
     dev.cell(
@@ -91,6 +104,7 @@ def plan(dev: Developer) -> None:
         "from sklearn.linear_model import LinearRegression\nfrom sklearn.model_selection import cross_val_score\n"
         "scores = cross_val_score(LinearRegression(), features, homes['log_price'], cv=5, scoring='r2')",
         show="scores.round(3), scores.mean().round(3)",
+        check=["scores"],
     )
     dev.cell(
         "features['area_x_garden'] = features['area_m2'] * features['has_garden']",
@@ -102,6 +116,7 @@ def plan(dev: Developer) -> None:
         "model = LinearRegression().fit(features, homes['log_price'])\n"
         "coefs = pd.Series(model.coef_, index=features.columns).round(3)",
         show="coefs.sort_values()",
+        check=["len(coefs)"],
     )
     dev.cell("homes.plot.scatter(x='area_m2', y='price', alpha=0.3)", plot=True)
     dev.cell("homes['price'].plot.hist(bins=40)", plot=True, optional=0.4)

@@ -49,14 +49,22 @@ def plan(dev: Developer) -> None:
         show="tx.groupby('day')['amount_eur'].sum().round(2).head()",
         broken=[("tx['timestamp'].dt.day", "tx['timestamp'].day")],
     )
-    dev.cell("ok = tx[tx['status'] == 'ok']", show="len(ok)", broken=[("== 'ok'", "== 'OK'")])
+    dev.cell(
+        "ok = tx[tx['status'] == 'ok']",
+        show="len(ok)",
+        broken=[("== 'ok'", "== 'OK'")],
+        check=["ok.shape", "print(f'{ok.shape[0]} rows, {ok.shape[1]} columns')", "tx.shape, ok.shape"],
+    )
     dev.cell(
         "by_merchant = ok.groupby('merchant')['amount_eur'].agg(['sum', 'count'])",
         show="by_merchant.sort_values('sum', ascending=False)",
         broken=[(".agg(['sum', 'count'])", ".agg('sum', 'count')")],
+        check=["by_merchant.shape", "print(f'{by_merchant.shape[0]} rows, {by_merchant.shape[1]} columns')"],
     )
     dev.cell(
-        "refunds = tx[tx['status'] == 'refunded']\nrefund_rate = len(refunds) / len(tx)", show="round(refund_rate, 4)"
+        "refunds = tx[tx['status'] == 'refunded']\nrefund_rate = len(refunds) / len(tx)",
+        show="round(refund_rate, 4)",
+        check=["refund_rate", "print(f'{len(refunds)} refunds, rate {refund_rate:.3f}')"],
     )
     dev.cell(
         "by_merchant['declined'] = tx[tx['status'] == 'declined'].groupby('merchant').size()\n"
@@ -67,6 +75,7 @@ def plan(dev: Developer) -> None:
         "weekly = ok.set_index('timestamp').resample('W')['amount_eur'].sum()",
         show="weekly.round(2)",
         broken=[("ok.set_index('timestamp').resample('W')", "ok.resample('W')")],
+        check=["len(weekly)"],
     )
     dev.cell("tx['hour'] = tx['timestamp'].dt.hour", show="tx.groupby('hour').size().idxmax()")
     dev.cell(
@@ -93,8 +102,13 @@ def plan(dev: Developer) -> None:
         "monthly_total = sum(summary.values())",
         show="round(monthly_total, 2)",
         broken=[("sum(summary.values())", "sum(summary)")],
+        check=["monthly_total"],
     )
-    dev.cell("daily = ok.groupby(ok['timestamp'].dt.date)['amount_eur'].sum()", show="daily.describe().round(2)")
+    dev.cell(
+        "daily = ok.groupby(ok['timestamp'].dt.date)['amount_eur'].sum()",
+        show="daily.describe().round(2)",
+        check=["len(daily)"],
+    )
     dev.cell("daily.idxmax(), daily.max().round(2)")
     dev.cell(
         "assert abs(ok['amount_eur'].sum() - monthly_total) < 0.05, 'totals differ'\nprint('totals agree')",
@@ -103,6 +117,7 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "pivot = tx.pivot_table(index='merchant', columns='status', values='amount_eur', aggfunc='count', fill_value=0)",
         show="pivot",
+        check=["pivot.shape", "print(f'{pivot.shape[0]} rows, {pivot.shape[1]} columns')"],
     )
     dev.cell("pivot['total'] = pivot.sum(axis=1)", show="pivot", mutates=True)
     dev.cell("pivot.loc['CinemaX']", broken=[("'CinemaX'", "'Cinemax'")])

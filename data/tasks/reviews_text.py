@@ -22,7 +22,11 @@ def plan(dev: Developer) -> None:
         then="with open('files/reviews.json') as f:\n    records = json.load(f)\nlen(records)",
     )
     dev.cell("records[0]", peek=["records[-1]['text']"])
-    dev.cell("reviews = pd.DataFrame(records)", show="reviews.head()")
+    dev.cell(
+        "reviews = pd.DataFrame(records)",
+        show="reviews.head()",
+        check=["reviews.shape", "print(f'{reviews.shape[0]} rows, {reviews.shape[1]} columns')"],
+    )
     dev.cell("reviews['rating'].value_counts().sort_index()")
     dev.cell(
         "reviews['length'] = reviews['text'].str.len()",
@@ -43,10 +47,12 @@ def plan(dev: Developer) -> None:
         "stop = {'the', 'to', 'of', 'it', 'for', 'my', 'i', 'one', 'own', 'does', 'not', 'as', 'and', 'a'}\n"
         "content = Counter(w for words in reviews['words'] for w in words if w not in stop)",
         show="content.most_common(10)",
+        check=["len(content)"],
     )
     dev.cell(
         "bigrams = Counter(tuple(ws[i:i + 2]) for ws in reviews['words'] for i in range(len(ws) - 1))",
         show="bigrams.most_common(8)",
+        check=["len(bigrams)"],
     )
     dev.cell("reviews['shouting'] = reviews['text'].str.isupper()", show="reviews['shouting'].sum()")
     dev.cell("reviews.loc[reviews['shouting'], ['rating', 'text']].head()", optional=0.3)
@@ -74,6 +80,7 @@ def plan(dev: Developer) -> None:
     dev.cell(
         r"mentions = reviews['text'].str.extractall(r'(?i)\b(lid|plastic|design|delivery|build)\b')[0].str.lower()",
         show="mentions.value_counts()",
+        check=["len(mentions)"],
     )
     dev.cell("reviews.groupby('product')['rating'].agg(['mean', 'count']).round(2).sort_values('mean')")
     dev.cell("reviews[reviews['product'] == 'air fryer']['text'].sample(3, random_state=4).tolist()")
@@ -86,6 +93,7 @@ def plan(dev: Developer) -> None:
         "terms = pd.Series(matrix.mean(axis=0).A1, index=vec.get_feature_names_out())",
         show="terms.nlargest(8).round(4)",
         wrong=[("vec.get_feature_names_out()", "vec.get_feature_names()")],
+        check=["len(terms)"],
     )
     dev.cell("reviews['helpful_votes'].describe()", optional=0.3)
     dev.cell("reviews.sort_values('helpful_votes', ascending=False).head(3)[['product', 'rating', 'title']]")
@@ -95,7 +103,11 @@ def plan(dev: Developer) -> None:
         "translated = [translate(t) for t in reviews['text'].head(10)]\nlen(translated)",
         long=("reviews['text'].head(10)", "reviews['text'].head(2)"),
     )
-    dev.cell("title_words = reviews['title'].str.split().str.len()", show="title_words.value_counts().sort_index()")
+    dev.cell(
+        "title_words = reviews['title'].str.split().str.len()",
+        show="title_words.value_counts().sort_index()",
+        check=["len(title_words)"],
+    )
     dev.cell("reviews['verified'].mean().round(3), reviews.groupby('verified')['rating'].mean().round(2).to_dict()")
     dev.cell(
         "def normalise(text):\n    text = text.lower()\n"

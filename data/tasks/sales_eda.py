@@ -48,6 +48,7 @@ def plan(dev: Developer) -> None:
                 "df.groupby('store').agg(['sum', 'mean', 'count'])",
             )
         ],
+        check=["by_store.shape", "by_store", "print(f'{by_store.shape[0]} rows, {by_store.shape[1]} columns')"],
     )
     dev.cell("df.groupby('category')['units'].sum().sort_values(ascending=False)")
     dev.cell(
@@ -59,6 +60,7 @@ def plan(dev: Developer) -> None:
         "monthly = df.set_index('date').resample('MS')['revenue'].sum()",
         show="monthly.round(2)",
         wrong=[("resample('MS')", "resample('month')")],
+        check=["len(monthly)"],
     )
     dev.cell("monthly.plot(marker='o', title='Monthly revenue')", plot=True, optional=0.3)
     dev.cell(
@@ -89,6 +91,7 @@ def plan(dev: Developer) -> None:
         "q1, q3 = df['revenue'].quantile([0.25, 0.75])\niqr = q3 - q1\n"
         "outliers = df[df['revenue'] > q3 + 1.5 * iqr]\nlen(outliers), outliers['product'].value_counts().head(3).to_dict()",
         wrong=[("q1, q3 = df['revenue'].quantile([0.25, 0.75])", "q1, q3 = df['revenue'].quantile(0.25, 0.75)")],
+        check=["iqr", "q1, q3"],
     )
     dev.cell(
         "import time\n\n"
@@ -104,6 +107,7 @@ def plan(dev: Developer) -> None:
         "corr = df[['units', 'unit_price', 'discount', 'revenue', 'rating']].corr().round(2)",
         show="corr",
         tweaks=[("corr()", "corr(method='spearman')")],
+        check=["corr.shape", "print(f'{corr.shape[0]} rows, {corr.shape[1]} columns')"],
     )
     dev.cell(
         'print(f"orders: {len(df)}")\nprint(f"revenue: {df[\'revenue\'].sum():,.2f}")\n'

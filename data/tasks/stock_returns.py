@@ -23,15 +23,29 @@ def plan(dev: Developer) -> None:
     )
     dev.cell("prices.head()")
     dev.cell("prices.isna().sum()")
-    dev.cell("prices = prices.ffill()", show="prices.loc['2023-05'].iloc[:4]")
+    dev.cell(
+        "prices = prices.ffill()",
+        show="prices.loc['2023-05'].iloc[:4]",
+        check=["prices.shape", "print(f'{prices.shape[0]} rows, {prices.shape[1]} columns')"],
+    )
     dev.cell(
         "returns = prices.pct_change().dropna()",
         show="returns.head()",
         wrong=[("prices.pct_change()", "prices.pct_change")],
+        check=[
+            "returns.shape",
+            "print(f'{len(returns)} days of returns for {returns.shape[1]} stocks')",
+            "print(f'{returns.shape[0]} rows, {returns.shape[1]} columns')",
+            "prices.shape, returns.shape",
+        ],
     )
     dev.cell("returns.describe().round(4)")
     dev.cell("(returns.std() * np.sqrt(252)).round(3)")
-    dev.cell("cumulative = (1 + returns).cumprod()", show="cumulative.iloc[-1].round(3)")
+    dev.cell(
+        "cumulative = (1 + returns).cumprod()",
+        show="cumulative.iloc[-1].round(3)",
+        check=["cumulative.shape", "print(f'{cumulative.shape[0]} rows, {cumulative.shape[1]} columns')"],
+    )
     dev.cell("cumulative.plot(title='Growth of 1 unit')", plot=True)
     dev.cell("returns.corr().round(2)")
     dev.cell("rolling_vol = returns.rolling(21).std() * np.sqrt(252)", show="rolling_vol.dropna().iloc[-3:].round(3)")
@@ -42,6 +56,7 @@ def plan(dev: Developer) -> None:
         "monthly = prices.resample('ME').last().pct_change().dropna()",
         show="monthly.round(3).tail()",
         wrong=[("resample('ME')", "resample('M')")],
+        check=["monthly.shape", "print(f'{monthly.shape[0]} rows, {monthly.shape[1]} columns')"],
     )
     dev.cell("monthly.mean().sort_values(ascending=False).round(4)")
     dev.cell("best_month = monthly.stack().idxmax()", show="best_month, monthly.stack().max().round(3)")
@@ -50,8 +65,16 @@ def plan(dev: Developer) -> None:
         show="portfolio.mean().round(5), portfolio.std().round(5)",
         wrong=[("0.15, 0.15])", "0.15])")],
     )
-    dev.cell("sharpe = portfolio.mean() / portfolio.std() * np.sqrt(252)", show="round(sharpe, 3)")
-    dev.cell("beta = returns.apply(lambda r: np.cov(r, portfolio)[0, 1] / portfolio.var())", show="beta.round(3)")
+    dev.cell(
+        "sharpe = portfolio.mean() / portfolio.std() * np.sqrt(252)",
+        show="round(sharpe, 3)",
+        check=["sharpe", "print(f'Sharpe ratio: {sharpe:.2f}')"],
+    )
+    dev.cell(
+        "beta = returns.apply(lambda r: np.cov(r, portfolio)[0, 1] / portfolio.var())",
+        show="beta.round(3)",
+        check=["beta", "len(beta)"],
+    )
     dev.cell("(prices.groupby(prices.index.year).last() / prices.groupby(prices.index.year).first() - 1).round(3)")
     dev.cell("(returns > 0).mean().round(3)")
     dev.cell("returns.abs().idxmax()", optional=0.3)
@@ -63,6 +86,7 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "strategy = returns['ORBX'] * signal.shift(1).reindex(returns.index)",
         show="(1 + strategy.fillna(0)).prod().round(3)",
+        check=["len(strategy)"],
     )
     dev.cell("returns['ORBX'].plot.hist(bins=50)", plot=True, optional=0.4)
     dev.cell("returns.skew().round(3), returns.kurt().round(3)")

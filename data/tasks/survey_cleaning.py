@@ -22,7 +22,16 @@ def plan(dev: Developer) -> None:
         "raw['respondent_id'].duplicated().sum()",
         peek=["raw[raw['respondent_id'].duplicated(keep=False)].sort_values('respondent_id').head(4)"],
     )
-    dev.cell("raw = raw.drop_duplicates()", show="len(raw)", wrong=[("raw.drop_duplicates()", "raw.drop_duplicate()")])
+    dev.cell(
+        "raw = raw.drop_duplicates()",
+        show="len(raw)",
+        wrong=[("raw.drop_duplicates()", "raw.drop_duplicate()")],
+        check=[
+            "raw.shape",
+            "print(f'{len(raw)} responses after dropping duplicates')",
+            "print(f'{raw.shape[0]} rows, {raw.shape[1]} columns')",
+        ],
+    )
     dev.cell("raw['age'].unique()[:25]")
     dev.cell(
         "raw['age_num'] = pd.to_numeric(raw['age'], errors='coerce')",
@@ -85,6 +94,7 @@ def plan(dev: Developer) -> None:
         ".rename(columns={'age_num': 'age', 'gender_clean': 'gender', 'country_clean': 'country', 'income_num': 'income'})",
         show="clean.head()",
         wrong=[("'income_num', 'signup'", "'income_num', 'signup_at'")],
+        check=["clean.shape", "print(f'{clean.shape[0]} rows, {clean.shape[1]} columns')", "raw.shape, clean.shape"],
     )
     dev.cell("clean.isna().mean().round(3)")
     dev.cell("clean.groupby('country')['income'].median().sort_values()")

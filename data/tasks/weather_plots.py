@@ -38,11 +38,13 @@ def plan(dev: Developer) -> None:
     dev.cell(
         "monthly = weather.groupby(['city', weather['date'].dt.month])['t_mean'].mean().unstack(0).round(1)",
         show="monthly",
+        check=["monthly.shape", "print(f'{monthly.shape[0]} rows, {monthly.shape[1]} columns')"],
     )
     dev.cell("monthly.plot(marker='.', title='Monthly mean temperature')", plot=True)
     dev.cell(
         "rain = weather.groupby('city')['precip_mm'].agg(total='sum', wet_days=lambda s: (s > 0).sum())",
         show="rain.round(1)",
+        check=["rain", "rain.shape", "print(f'{rain.shape[0]} rows, {rain.shape[1]} columns')"],
     )
     dev.cell("rain['total'].plot.bar(color='tab:blue', title='Total precipitation 2023')", plot=True)
     dev.cell(
@@ -56,15 +58,20 @@ def plan(dev: Developer) -> None:
     dev.cell("weather.plot.scatter(x='humidity', y='precip_mm', alpha=0.2)", plot=True, optional=0.3)
     dev.cell("weather[['t_mean', 'precip_mm', 'wind_kmh', 'humidity']].corr().round(2)")
     dev.cell(
-        "hottest = weather.loc[weather.groupby('city')['t_max'].idxmax(), ['city', 'date', 't_max']]", show="hottest"
+        "hottest = weather.loc[weather.groupby('city')['t_max'].idxmax(), ['city', 'date', 't_max']]",
+        show="hottest",
+        check=["hottest.shape", "print(f'{hottest.shape[0]} rows, {hottest.shape[1]} columns')"],
     )
     dev.cell(
-        "coldest = weather.loc[weather.groupby('city')['t_min'].idxmin(), ['city', 'date', 't_min']]", show="coldest"
+        "coldest = weather.loc[weather.groupby('city')['t_min'].idxmin(), ['city', 'date', 't_min']]",
+        show="coldest",
+        check=["coldest", "len(coldest)", "hottest.shape, coldest.shape"],
     )
     dev.cell("weather.boxplot(column='t_mean', by='city')", plot=True)
     dev.cell(
         "rolling = weather.set_index('date').groupby('city')['t_mean'].rolling(7).mean()",
         show="rolling.groupby(level=0).max().round(1)",
+        check=["len(rolling)"],
     )
     dev.cell(
         "weather.pivot(index='date', columns='city', values='t_mean').rolling(30).mean().plot(title='30-day rolling mean')",
@@ -77,7 +84,7 @@ def plan(dev: Developer) -> None:
         ],
     )
     dev.cell("(weather['precip_mm'] > 10).groupby(weather['city']).sum()")
-    dev.cell("frost = weather[weather['t_min'] < 0].groupby('city').size()", show="frost")
+    dev.cell("frost = weather[weather['t_min'] < 0].groupby('city').size()", show="frost", check=["len(frost)"])
     dev.cell("frost.reindex(weather['city'].unique(), fill_value=0).plot.barh(title='Frost days')", plot=True)
     dev.cell("weather['month'] = weather['date'].dt.month_name().str[:3]", show="weather['month'].unique()")
     dev.cell(
