@@ -66,10 +66,10 @@ PREDICTIONS: dict[tuple[str, str], dict[int, str]] = {
 TIMEOUT = 15.0
 
 
-def _record(folder: Path) -> Path:
-    """The notebook recorded by the real recorder; returns the trajectory file."""
+def _record(folder: Path, cells: list[str] = CELLS) -> Path:
+    """The notebook of ``cells`` recorded by the real recorder; returns the trajectory file."""
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(code) for code in CELLS]
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in cells]
     source = folder / "shop.ipynb"
     nbformat.write(notebook, source)
     workdir = folder / "recording-workdir"
@@ -382,3 +382,16 @@ def test_children_capture_every_output_and_publish_nothing_on_the_kernels_channe
             assert outcome.output == expected, code
     assert [outcome.ok for outcome in outcomes] == [True, True, True, False, True, True, True]
     assert outcomes[3].error == "ZeroDivisionError: division by zero"
+
+
+def test_a_trailing_semicolon_hides_the_value_of_its_own_cell_only(tmp_path: Path) -> None:
+    # IPython reads the trailing ';' from the last cell in its history; a forked cell must be that cell
+    path = _record(tmp_path, ["x = 41", "x;", "x + 1", "x + 2;", "x + 3"])
+    steps = read_trajectory(path)
+    assert [step.output for step in steps] == ["", "", "42", "", "44"]
+    run_dir = tmp_path / "run"
+    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {2: "(x + 1)", 3: "x + 2;  # quiet", 4: "x+3"}})
+    exec_score([run_dir], trajectories=[path], options=RecordOptions(timeout=60))
+    for model in ("m", REFERENCE_MODEL):
+        lines = _lines(run_dir, model, NEXT_CELL_TASK)
+        assert [(lines[step]["exec_ok"], lines[step]["exec_match"]) for step in (2, 3, 4)] == [(1, 1)] * 3, model
