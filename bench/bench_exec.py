@@ -5,10 +5,13 @@ next-cell tasks of the committed build (``hf_dataset``, the bundled corpus,
 ``test`` split), plus the ``themisto-reference`` cells exec-score adds: every
 prediction ``make exec-score`` scores. Side by side, interleaved:
 
-- scoring: ``exec_score`` over that run, wall time (kernel starts included);
+- scoring: ``exec_score`` over that run, wall time (kernel starts included),
+  with the data files the notebooks read as its working directory, as
+  ``make exec-score`` gives it;
 - replay: each trajectory involved replayed once in a fresh kernel by the
   same recorder (``themisto stability``'s replay: snapshot per step), up to
-  its last step with a prediction (the same steps scoring replays);
+  its last step with a prediction (the same steps scoring replays, with the
+  same restarts and interrupts), in its own copy of that working directory;
 - executing the predictions alone: the predictions' own run time, measured
   around ``run_cell`` inside each forked child (distinct codes per step, as
   scored).
@@ -25,10 +28,13 @@ one shard of 4 trajectories).
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,26 +57,46 @@ def _run(folder: Path) -> Path:
 def _replay(plans: list[Any], recorded: dict[str, Any], options: Any) -> float:
     """Seconds to replay every planned trajectory once, up to its last planned step."""
     from themisto.recording.stability import replay_outputs
-    from themisto.trajectory import Step
+    from themisto.trajectory import RECORDING_STOPPED_ERROR, Step
 
     started = time.perf_counter()
     for plan in plans:
         steps = recorded[plan.trajectory_id][: max(plan.wanted) + 1]
-        with tempfile.TemporaryDirectory(prefix="themisto-bench-replay-") as workdir:
+        with _private_workdir(options) as private:
+            # the restarts, interrupts and never-rerun stopped cells of the recording, as scoring replays them
             replay_outputs(
                 [
-                    Step(plan.trajectory_id, s.step, s.cell_id, s.code, s.output, None, 0.0, None, [], "", s.restarted)
+                    Step(
+                        plan.trajectory_id,
+                        s.step,
+                        s.cell_id,
+                        s.code,
+                        s.output,
+                        {"ename": RECORDING_STOPPED_ERROR, "evalue": ""} if s.recording_stopped else None,
+                        0.0,
+                        None,
+                        [],
+                        "",
+                        s.restarted,
+                        interrupt_after=s.interrupt_after,
+                    )
                     for s in steps
                 ],
-                _with_workdir(options, Path(workdir)),
+                private,
             )
     return time.perf_counter() - started
 
 
-def _with_workdir(options: Any, workdir: Path) -> Any:
+@contextlib.contextmanager
+def _private_workdir(options: Any) -> Iterator[Any]:
+    """``options`` with a private copy of their working directory, copied as scoring copies it per trajectory."""
     from dataclasses import replace
 
-    return replace(options, workdir=workdir)
+    from themisto.recording.fork import copy_tree
+
+    with tempfile.TemporaryDirectory(prefix="themisto-bench-workdir-") as private:
+        copy_tree(str(options.workdir), private)
+        yield replace(options, workdir=Path(private))
 
 
 FORK_FLOOR_CODE = """
@@ -90,8 +116,8 @@ def _fork_floor(recorded: dict[str, Any], trajectory_id: str, options: Any) -> f
     """Milliseconds of a bare fork and exit of a kernel that ran a trajectory's first session (median of 20)."""
     from themisto.recording.kernel import Recorder
 
-    with tempfile.TemporaryDirectory(prefix="themisto-bench-fork-") as workdir:
-        with Recorder("fork-floor", Path(workdir), _with_workdir(options, Path(workdir))) as recorder:
+    with _private_workdir(options) as private:
+        with Recorder("fork-floor", private.workdir, private) as recorder:
             for step in recorded[trajectory_id]:
                 if step.restarted:
                     break
@@ -112,9 +138,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
     shard = (0, 4) if quick else None
     repetitions = 1 if quick else 3
-    options = RecordOptions(timeout=120)
     scoring, replay, own, within, floor, runs = [], [], [], [], [], 0
     with tempfile.TemporaryDirectory(prefix="themisto-bench-exec-") as scratch:
+        # the notebooks read their data as files/..., as make exec-score lays them out
+        workdir = Path(scratch) / "workdir"
+        shutil.copytree(ROOT / "data" / "files", workdir / "files")
+        options = RecordOptions(timeout=120, workdir=workdir)
         run_dir = _run(Path(scratch) / "run")
         logs = find_sample_logs([run_dir])
         recorded = load_recorded({p.trajectory_id for log in logs for p in log.predictions}, str(ROOT / "hf_dataset"))
