@@ -37,7 +37,8 @@ output and namespace snapshot, and exits; the parent's state is untouched.
 Then the developer's cell runs in the parent, which gives the reference output
 and state to compare with and moves the replay on. Forking copies no memory
 (copy-on-write) and reuses the snapshot's description cache, so a prediction
-costs its own run time plus a few milliseconds (``bench/bench_exec.py``).
+costs its own run time plus 14 to 19 ms on the bundled corpus, and scoring a
+run about 1.04 times one replay plus the predictions (``bench/bench_exec.py``).
 
 The replay repeats the recording, not just its code: the kernel restarts
 where a step is ``restarted``, a cell the user interrupted is interrupted
