@@ -44,7 +44,9 @@ exec-score: $(STAMP)
 	for model in $(EXEC_BASELINES); do \
 		$(PY) -m themisto eval --model $$model --tasks $(NEXT_CELL_TASKS) --data hf_dataset -o runs/exec || exit 1; \
 	done
-	$(PY) -m themisto exec-score runs/exec --data hf_dataset --workdir runs/exec-workdir --jobs 2
+	# the kernels replay under the recording's conditions (data/README.md): fixed string hash seed, one BLAS thread
+	PYTHONHASHSEED=0 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+		$(PY) -m themisto exec-score runs/exec --data hf_dataset --workdir runs/exec-workdir --jobs 2
 
 # ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
 lint: $(STAMP)

@@ -22,6 +22,7 @@ from themisto.evaluation.execution import (
     state_key,
 )
 from themisto.evaluation.metrics import exact_match
+from themisto.recording.kernel import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import Step, Variable, read_trajectory, write_trajectory
@@ -66,10 +67,10 @@ PREDICTIONS: dict[tuple[str, str], dict[int, str]] = {
 TIMEOUT = 15.0
 
 
-def _record(folder: Path) -> Path:
-    """The notebook recorded by the real recorder; returns the trajectory file."""
+def _record(folder: Path, cells: list[str] = CELLS) -> Path:
+    """The notebook of ``cells`` recorded by the real recorder; returns the trajectory file."""
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(code) for code in CELLS]
+    notebook.cells = [nbformat.v4.new_code_cell(code) for code in cells]
     source = folder / "shop.ipynb"
     nbformat.write(notebook, source)
     workdir = folder / "recording-workdir"
@@ -382,3 +383,126 @@ def test_children_capture_every_output_and_publish_nothing_on_the_kernels_channe
             assert outcome.output == expected, code
     assert [outcome.ok for outcome in outcomes] == [True, True, True, False, True, True, True]
     assert outcomes[3].error == "ZeroDivisionError: division by zero"
+
+
+# A user interrupts a cell this many seconds after it starts (the recording and the replay alike).
+INTERRUPT_AFTER = 0.5
+
+
+def _record_session(path: Path, workdir: Path, cells: list[tuple[str, str]]) -> list[Step]:
+    """Record ``cells`` in one real kernel as a JuNE log's replay does, and write the trajectory to ``path``.
+
+    Each cell is ``(code, how)``: ``"run"``; ``"restart"``, after a kernel restart; ``"interrupt"``, interrupted
+    by the user after INTERRUPT_AFTER seconds; ``"stopped"``, recorded as the cell an earlier recording was
+    running when it stopped (not run; the kernel restarts after it).
+    """
+    steps = []
+    with Recorder(path.stem, workdir, RecordOptions(workdir=workdir)) as recorder:
+        for number, (code, how) in enumerate(cells):
+            if how == "restart":
+                recorder.restart()
+            if how == "stopped":
+                steps.append(recorder.stopped_step(code, f"c{number}"))
+                continue
+            interrupt_after = INTERRUPT_AFTER if how == "interrupt" else None
+            steps.append(recorder.run_cell(code, f"c{number}", interrupt_after=interrupt_after))
+    write_trajectory(path, steps)
+    return steps
+
+
+def test_a_trailing_semicolon_hides_the_value_of_its_own_cell_only(tmp_path: Path) -> None:
+    # IPython reads the trailing ';' from the last cell in its history; a forked cell must be that cell
+    path = _record(tmp_path, ["x = 41", "x;", "x + 1", "x + 2;", "x + 3"])
+    steps = read_trajectory(path)
+    assert [step.output for step in steps] == ["", "", "42", "", "44"]
+    run_dir = tmp_path / "run"
+    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {2: "(x + 1)", 3: "x + 2;  # quiet", 4: "x+3"}})
+    exec_score([run_dir], trajectories=[path], options=RecordOptions(timeout=60))
+    for model in ("m", REFERENCE_MODEL):
+        lines = _lines(run_dir, model, NEXT_CELL_TASK)
+        assert [(lines[step]["exec_ok"], lines[step]["exec_match"]) for step in (2, 3, 4)] == [(1, 1)] * 3, model
+    # scoring the run again reads the reference it wrote as its own output, not as one more model's log
+    again = exec_score([run_dir], trajectories=[path], options=RecordOptions(timeout=60))
+    assert sorted((file.model, file.task) for file in again.files) == [
+        ("m", NEXT_CELL_TASK),
+        (REFERENCE_MODEL, NEXT_CELL_TASK),
+    ]
+
+
+def test_the_replay_restarts_and_interrupts_where_the_recording_did(tmp_path: Path) -> None:
+    workdir = tmp_path / "files"
+    workdir.mkdir()
+    (workdir / "data.txt").write_text("seed")
+    path = tmp_path / "session.jsonl"
+    loop = "import time\nfor i in range(400):\n    time.sleep(0.05)\ndone = True"  # 20 s unless interrupted
+    cells = [
+        ("a = 1", "run"),
+        (loop, "interrupt"),
+        ("'done' in dir()", "run"),
+        ("b = 2", "restart"),
+        ("print(open('data.txt').read(), 'a' in dir())", "run"),
+    ]
+    steps = _record_session(path, workdir, cells)
+    assert steps[1].output.endswith("KeyboardInterrupt") and steps[3].restarted
+    assert [step.output for step in steps[2:]] == ["False", "", "seed False"]
+    run_dir = tmp_path / "run"
+    predictions = {2: "'done' in globals()", 3: "a", 4: "print(open('data.txt').read(), 'a' in globals())"}
+    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): predictions})
+    started = time.monotonic()
+    exec_score([run_dir], trajectories=[path], options=RecordOptions(timeout=60, workdir=workdir))
+    assert time.monotonic() - started < 20  # the loop was interrupted, not run out
+    lines = _lines(run_dir, "m", NEXT_CELL_TASK)
+    # the replay interrupted the loop as the user did: the state before step 2 has no `done`, as recorded
+    assert (lines[2]["diverged"], lines[2]["exec_match"], lines[2]["state_match"]) == (False, 1, 1)
+    # a prediction at a restarted step runs in the restarted kernel, the state the model was shown
+    assert (lines[3]["exec_ok"], lines[3]["error"]) == (0, "NameError: name 'a' is not defined")
+    # and after the restart the kernel still works in the private copy of the working directory
+    assert (lines[4]["exec_ok"], lines[4]["exec_match"]) == (1, 1)
+    reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)
+    assert [(line["diverged"], line["exec_match"]) for line in reference.values()] == [(False, 1)] * 3
+
+
+def test_a_cell_that_stopped_a_recording_is_not_run_again(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    path = tmp_path / "stopped.jsonl"
+    cells = [
+        ("a = 1", "run"),
+        ("open('ran.txt', 'w').write('x')", "stopped"),  # say, the cell that filled the disk
+        ("import os\nprint(os.path.exists('ran.txt'), 'a' in dir())", "run"),
+    ]
+    steps = _record_session(path, workdir, cells)
+    assert steps[2].restarted and steps[2].output == "False False"
+    run_dir = tmp_path / "run"
+    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {1: "a", 2: "print(False, False)"}})
+    exec_score([run_dir], trajectories=[path], options=RecordOptions(timeout=60, workdir=workdir))
+    lines = _lines(run_dir, "m", NEXT_CELL_TASK)
+    assert (lines[1]["diverged"], lines[1]["exec_ok"]) == (True, None)  # nothing to compare with: excluded
+    assert (lines[2]["diverged"], lines[2]["exec_match"]) == (False, 1)
+    # the replay restarted there without writing ran.txt, as the recording did
+    assert _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)[2]["exec_match"] == 1
+
+
+def test_a_trajectory_that_fails_ends_alone_and_keeps_what_it_scored(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    path = tmp_path / "deleting.jsonl"
+    steps = _record_session(path, workdir, [("a = 1", "run"), ("pass", "run"), ("a = 2", "restart"), ("a", "run")])
+    # a session that deletes its working directory: no kernel can restart in it, in a recording or a replay
+    steps[1].code = "import os, shutil\nshutil.rmtree(os.getcwd())"
+    write_trajectory(path, steps)
+    run_dir = tmp_path / "run"
+    _write_logs(run_dir, steps, {("a", NEXT_CELL_TASK): {1: "a + 1", 3: "a"}})
+    _write_logs(run_dir, read_trajectory(recorded), {("b", NEXT_CELL_TASK): {4: CELLS[4], 6: CELLS[6]}})
+    command = ["exec-score", str(run_dir), "--trajectories", str(path), str(recorded), "--timeout", "60"]
+    assert main(command) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    assert "deleting: failed at step 2 (2 sample line(s) left out): cannot restart kernel: [Errno 2]" in err
+    assert err.strip().splitlines()[-1].startswith("themisto exec-score: error: 1 of 2 trajectories failed part-way")
+    # what the failed trajectory scored before the failure is kept, and the other trajectory was scored whole
+    assert "| a | themisto_next_cell | 1 | 0 | 1.000" in out
+    assert sorted(_lines(run_dir, "a", NEXT_CELL_TASK)) == [1]
+    assert [line["exec_match"] for line in _lines(run_dir, "b", NEXT_CELL_TASK).values()] == [1, 1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from themisto.cli.options import (
     parse_shard,
     record_options,
 )
+from themisto.exceptions import ThemistoError
 from themisto.recording.options import ENVIRONMENT
 from themisto.vocabulary import EXEC_METRICS, REFERENCE_MODEL
 
@@ -82,7 +84,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the options, score, print one summary line per trajectory and a table per model and task."""
+    """Check the options, score, print one summary line per trajectory and a table per model and task.
+
+    Trajectories that failed are named after the table, one line each, and make the exit status 2 (what they
+    scored before the failure is in the files).
+    """
     from themisto.evaluation.execution import exec_score
 
     check_ranges(args, positive=("timeout",), at_least_one=("max_cpu_seconds", "jobs"))
@@ -91,13 +97,11 @@ def run(args: argparse.Namespace) -> int:
 
         def report(scores: TrajectoryScores) -> None:
             diverged = f", {len(scores.diverged)} step(s) diverged" if scores.diverged else ""
+            failed = f"; failed at step {scores.failed_at}: {scores.failure}" if scores.failure is not None else ""
             bars.write(
                 f"{scores.trajectory_id}: {scores.executions} prediction(s) forked over"
-                f" {scores.steps_replayed} replayed steps{diverged}"
+                f" {scores.steps_replayed} replayed steps{diverged}{failed}"
             )
-
-        def report_failure(trajectory_id: str, error: Exception) -> None:
-            bars.write(f"{trajectory_id}: failed: {error}")
 
         result = exec_score(
             args.run_dirs,
@@ -109,9 +113,22 @@ def run(args: argparse.Namespace) -> int:
             shard=None if args.shard is None else parse_shard(args.shard),
             progress=bars,
             finished=report,
-            failed=report_failure,
         )
     print(summary_table(result))
+    failures = result.failures
+    if failures:
+        for scores in failures:
+            print(
+                f"{scores.trajectory_id}: failed at step {scores.failed_at}"
+                f" ({result.left_out.get(scores.trajectory_id, 0)} sample line(s) left out): {scores.failure}",
+                file=sys.stderr,
+            )
+        first = failures[0]
+        raise ThemistoError(
+            f"{len(failures)} of {len(result.trajectories)} trajectories failed part-way and"
+            f" {sum(result.left_out.values())} sample line(s) were left out of the exec samples (listed above);"
+            f" the first: {first.trajectory_id} at step {first.failed_at}: {first.failure}"
+        )
     return 0
 
 

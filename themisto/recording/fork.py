@@ -23,7 +23,8 @@ as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
    comm traffic) is kept in order and nothing reaches the kernel's sockets;
    moves into its copy of the working directory; limits OpenMP to one thread
    (see :func:`single_threaded_openmp`); runs the cell with ``shell.run_cell(code, store_history=False)`` (no
-   write to the history database, no execution count); sends the outcome and
+   write to the history database, no execution count; the cell is only added to the in-memory history, where
+   IPython looks for a trailing ``;``, see :func:`_as_last_input`); sends the outcome and
    the captured messages through a pipe; takes the snapshot of its namespace
    (:func:`themisto.recording.snapshot.take`, reusing the parent's description
    cache copy-on-write); sends it; and leaves by ``os._exit``, never returning
@@ -277,6 +278,26 @@ def single_threaded_openmp(setters: list[Any]) -> None:
         setter(1)
 
 
+def _as_last_input(shell: Any, code: str) -> None:
+    """Put ``code`` at the end of the shell's in-memory input history, as ``store_history=True`` would.
+
+    IPython's displayhook decides whether a trailing ``;`` silences a cell's
+    value by reading the last *stored* input (``DisplayHook.quiet``). The child
+    runs with ``store_history=False``, so without this it would read the
+    replay's previous cell: a value after a ``plt.plot(...);`` cell would be
+    hidden and one ending in ``;`` shown. Only the child's copy of the lists
+    changes; nothing reaches the history database (its writer thread is not in
+    the child, and ``store_inputs`` would start one).
+    """
+    try:
+        transformed = shell.transform_cell(code)
+    except Exception:  # IPython then stores the raw cell, and run_cell reports the error
+        transformed = code
+    history = shell.history_manager
+    history.input_hist_parsed.append(transformed.rstrip("\n"))
+    history.input_hist_raw.append(code.rstrip("\n"))
+
+
 def _error_fields(error: BaseException | None) -> tuple[str, str]:
     if error is None:
         return "", ""
@@ -295,8 +316,10 @@ def _child(code: str, settings: dict[str, Any], cwd: str, go: int, write: Callab
     single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
     if os.read(go, 1) != b"g":  # the parent gave up on this cell
         return
+    shell = get_ipython()
+    _as_last_input(shell, code)
     started = time.perf_counter()
-    result = get_ipython().run_cell(code, store_history=False)
+    result = shell.run_cell(code, store_history=False)
     seconds = time.perf_counter() - started
     capture.flush_streams()
     os.lseek(fd_capture, 0, os.SEEK_SET)
