@@ -51,6 +51,11 @@ _DOC = "themisto"  # the dataclass field metadata key holding a field's :class:`
 RECORDING_STOPPED_ERROR = "RecordingStopped"
 
 
+def is_recording_stopped(error: dict[str, str] | None) -> bool:
+    """Whether a step's ``error`` marks it as one an earlier recording stopped in (never run again)."""
+    return error is not None and error.get("ename") == RECORDING_STOPPED_ERROR
+
+
 @dataclass(frozen=True)
 class FieldDoc:
     """What a field's annotation and default cannot say about it."""
@@ -134,7 +139,7 @@ class Step:
     @property
     def recording_stopped(self) -> bool:
         """An earlier recording stopped while this cell ran: it was not run again, so it shows nothing of the cell."""
-        return self.error is not None and self.error.get("ename") == RECORDING_STOPPED_ERROR
+        return is_recording_stopped(self.error)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -101,7 +101,7 @@ from themisto.recording.kernel import DEAD_KERNEL_ERROR, KERNEL_START_TIMEOUT, E
 from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import OutputCollector, normalize_output
 from themisto.recording.record import select_shard
-from themisto.trajectory import RECORDING_STOPPED_ERROR, Step, Variable, state_hash, trajectory_files
+from themisto.trajectory import Step, Variable, is_recording_stopped, state_hash, trajectory_files
 from themisto.vocabulary import (
     EXEC_METRICS,
     EXEC_SAMPLES_PREFIX,
@@ -328,7 +328,6 @@ def _read_build(data: str | None, wanted: set[str], found: dict[str, dict[int, R
         rows = [row for row in table.select_columns(_COLUMNS) if row["trajectory_id"] in wanted]
         source = location
     for row in rows:
-        error = row["error"]
         step = RecordedStep(
             row["step"],
             row["cell_id"],
@@ -336,7 +335,7 @@ def _read_build(data: str | None, wanted: set[str], found: dict[str, dict[int, R
             row["output"],
             bool(row["restarted"]),
             row["interrupt_after"],
-            error is not None and error.get("ename") == RECORDING_STOPPED_ERROR,
+            is_recording_stopped(row["error"]),
         )
         found.setdefault(row["trajectory_id"], {})[step.step] = step
     return source

@@ -168,14 +168,12 @@ def replay_outputs(
                 recorder.skip_stopped()  # never run again what stopped a recording; its output is the marker
                 outputs.append(step.output)
                 fresh = True
-                if on_step is not None:
-                    on_step()
-                continue
-            rerun = recorder.run_cell(step.code, step.cell_id, interrupt_after=step.interrupt_after)
-            outputs.append(rerun.output)
+            else:
+                rerun = recorder.run_cell(step.code, step.cell_id, interrupt_after=step.interrupt_after)
+                outputs.append(rerun.output)
+                fresh = rerun.error is not None and rerun.error.get("ename") == DEAD_KERNEL_ERROR
             if on_step is not None:
                 on_step()
-            fresh = rerun.error is not None and rerun.error.get("ename") == DEAD_KERNEL_ERROR
     return outputs
 
 
