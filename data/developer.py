@@ -462,12 +462,16 @@ class Developer:
         if self.chance(self.persona.revisit):
             self._revisit(tracked)
         if peek and self.chance(self.persona.scratch):
-            scratch = self._add_and_run(self.style(self.rename(self.rng.choice(list(peek)))), [], True, False)
+            scratch = self._add_and_run(self._quick_look(peek), [], True, False)
             if self.chance(0.5):
                 self.nb.delete(scratch.cell)
                 self.tracked.remove(scratch)
         if check and self.chance(self.persona.checks):
-            self._add_and_run(self.style(self.rename(self.rng.choice(list(check)))), [], False, False)
+            self._add_and_run(self._quick_look(check), [], False, False)
+
+    def _quick_look(self, choices: Sequence[str]) -> str:
+        """One of a cell's planned quick looks (a peek or a check), in the persona's names and style."""
+        return self.style(self.rename(self.rng.choice(list(choices))))
 
     def _tweak(self, source: str, tweaks: Sequence[Edit]) -> Edit | None:
         """A planned tweak, else a generic one that fits the cell's last line; None when none fits."""
