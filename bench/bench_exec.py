@@ -95,7 +95,7 @@ def _private_workdir(options: Any) -> Iterator[Any]:
     """``options`` with a private copy of their working directory, copied as scoring copies it per trajectory."""
     from dataclasses import replace
 
-    from themisto.recording.fork import copy_tree
+    from themisto.kernelside.fork import copy_tree
 
     with tempfile.TemporaryDirectory(prefix="themisto-bench-workdir-") as private:
         copy_tree(str(options.workdir), private)

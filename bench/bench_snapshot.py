@@ -84,7 +84,7 @@ def _row(measure: str, target_ms: float | None, plain: float, recorded: float) -
 
 def _describe_cold(value: object) -> float:
     """Seconds to describe ``value`` from scratch (size, shape, len, bounded repr)."""
-    from themisto.recording import snapshot
+    from themisto.kernelside import snapshot
 
     started = time.perf_counter()
     snapshot.describe("value", value, 500, 10.0)

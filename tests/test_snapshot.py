@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themisto.recording import snapshot
+from themisto.kernelside import snapshot
 from themisto.recording.kernel import Recorder, RecordOptions
 
 

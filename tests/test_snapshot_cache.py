@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from themisto.recording import snapshot
+from themisto.kernelside import snapshot
+from themisto.recording import inject
 from themisto.recording.kernel import Recorder, RecordOptions
 
 
@@ -198,7 +199,9 @@ def test_what_a_repr_prints_stays_out_of_the_cell_and_its_time(kernel: Recorder)
 
 
 def _raw_snapshot(kernel: Recorder, known: int) -> dict:
-    expression = snapshot.snapshot_expression(kernel.options.max_repr_chars, kernel.options.repr_timeout, known)
+    expression = inject.snapshot_expression(
+        kernel.options.max_repr_chars, kernel.options.repr_timeout, known, kernel.options.max_variables
+    )
     execution = kernel._execute("", silent=True, timeout=30, user_expressions={"s": expression})
     return json.loads(execution.reply["content"]["user_expressions"]["s"]["data"]["text/plain"])
 

@@ -31,7 +31,7 @@ prefixes. Instead each trajectory involved is replayed once, in one kernel
 credential scrubbing, resource limits and timeouts), up to its last step with
 a prediction. Before the developer's cell of a step where predictions wait,
 one silent request runs all of them (distinct codes only: baselines often
-agree) through :mod:`themisto.recording.fork`: the kernel forks itself per
+agree) through :mod:`themisto.kernelside.fork`: the kernel forks itself per
 prediction, the child runs it with its output captured and sends back its
 output and namespace snapshot, and exits; the parent's state is untouched.
 Then the developer's cell runs in the parent, which gives the reference output
@@ -73,7 +73,7 @@ Isolation: what a prediction can and cannot change
   with its process group after it; one that leaves the group (``setsid``)
   escapes until the kernel is shut down.
 - The kernel's sockets: the child never writes to them (see
-  :mod:`themisto.recording.fork`). A prediction that kills the kernel itself
+  :mod:`themisto.kernelside.fork`). A prediction that kills the kernel itself
   (signals its parent) fails; the kernel is restarted, the session replayed,
   and the step's other predictions run again one by one.
 """
@@ -95,8 +95,9 @@ from typing import Any
 
 from themisto.exceptions import InputError, KernelError, OptionError, ThemistoError, short_message
 from themisto.jsonl import iter_json_objects
+from themisto.kernelside import fork
 from themisto.progress import Progress
-from themisto.recording import fork
+from themisto.recording import inject
 from themisto.recording.kernel import DEAD_KERNEL_ERROR, KERNEL_START_TIMEOUT, Execution, Recorder, check_options
 from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import OutputCollector, normalize_output
@@ -363,7 +364,7 @@ def check_predictions(logs: Sequence[SampleLog], recorded: dict[str, list[Record
 
 @dataclass
 class ForkingRecorder(Recorder):
-    """A :class:`Recorder` whose kernel can also run cells in forked children (see :mod:`themisto.recording.fork`).
+    """A :class:`Recorder` whose kernel can also run cells in forked children (see :mod:`themisto.kernelside.fork`).
 
     ``scratch`` holds the children's copies of the working directory.
     """
@@ -372,7 +373,7 @@ class ForkingRecorder(Recorder):
 
     def _connect(self) -> None:
         super()._connect()
-        install = self._execute(fork.install_code(), silent=True, timeout=KERNEL_START_TIMEOUT)
+        install = self._execute(inject.fork_install_code(), silent=True, timeout=KERNEL_START_TIMEOUT)
         if install.reply is None or install.reply["content"]["status"] != "ok":
             raise KernelError(f"kernel {self.options.kernel_name!r} cannot run forked predictions")
 
@@ -400,7 +401,9 @@ class ForkingRecorder(Recorder):
         )
         # Each child has its timeout for the cell and again for the snapshot; the copies take the rest.
         limit = len(codes) * 2 * self.options.timeout + KERNEL_START_TIMEOUT
-        return self._execute("", silent=True, timeout=limit, user_expressions={"fork": fork.run_expression(request)})
+        return self._execute(
+            "", silent=True, timeout=limit, user_expressions={"fork": inject.fork_run_expression(request)}
+        )
 
     def fork_run(self, codes: Sequence[str]) -> list[dict[str, Any]] | None:
         """Each code's result in a forked child of the kernel; None if the kernel died (it has been restarted)."""
@@ -453,7 +456,7 @@ def parse_outcome(result: dict[str, Any], options: RecordOptions, before: dict[s
     """An :class:`Outcome` from a child's result, rendered with the recorder's own output path.
 
     A variable the child's snapshot sends by name alone is unchanged since the
-    snapshot ``before`` the step (see :func:`themisto.recording.snapshot.take`).
+    snapshot ``before`` the step (see :func:`themisto.kernelside.snapshot.take`).
 
     The result passed through code the prediction could have replaced, so
     every field is checked; a malformed one makes the outcome a failure.

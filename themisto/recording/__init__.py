@@ -12,7 +12,7 @@ output reproduces.
 - :mod:`~themisto.recording.environment`: the kernel's scrubbed environment, kernel spec and limits
 - :mod:`~themisto.recording.launcher`: the process that supervises a kernel: limits, no process left behind
 - :mod:`~themisto.recording.kernel`: one live kernel, its execute loop and faults as steps
-- :mod:`~themisto.recording.snapshot`: the code that describes the namespace inside the kernel
+- :mod:`~themisto.recording.inject`: installs the kernel-side code (:mod:`themisto.kernelside`) and calls it
 - :mod:`~themisto.recording.outputs`: outputs collected, rendered as text, normalised
 - :mod:`~themisto.recording.record`: a whole corpus: resume, shards, a pool of kernels
 - :mod:`~themisto.recording.stability`: re-execution: determinism ceiling and replay fidelity

@@ -2,7 +2,7 @@
 
 The notebook's code runs only inside the kernel subprocess, started in the
 chosen working directory with credentials removed from its environment. The
-runtime snapshot (see :mod:`themisto.recording.snapshot`) rides on each cell's own
+runtime snapshot (see :mod:`themisto.kernelside.snapshot`) rides on each cell's own
 execute request as a ``user_expression``, evaluated after the cell without a
 second round trip; ipykernel skips user expressions when the cell raises, so
 after an error a silent execution takes it instead. Either way the user's
@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError, KernelError, TrajectoryError
-from themisto.recording import snapshot
+from themisto.kernelside import snapshot
+from themisto.recording import inject
 from themisto.recording.environment import (
     check_kernel,
     kernel_environment,
@@ -237,10 +238,10 @@ class Recorder:
         """Install the snapshot module in the kernel; ``again``: after a cell broke it, and failing quietly."""
         self._reinstall = False
         install = self._execute(
-            snapshot.install_code(),
+            inject.snapshot_install_code(),
             silent=True,
             timeout=KERNEL_START_TIMEOUT,
-            user_expressions={"versions": snapshot.versions_expression()},
+            user_expressions={"versions": inject.versions_expression()},
         )
         if install.reply is not None and install.reply["content"]["status"] == "ok":
             if not again:
@@ -357,7 +358,7 @@ class Recorder:
         self.next_step += 1
 
     def _expression(self) -> str:
-        return snapshot.snapshot_expression(
+        return inject.snapshot_expression(
             self.options.max_repr_chars, self.options.repr_timeout, self._known[0], self.options.max_variables
         )
 

@@ -12,8 +12,8 @@ from typing import Protocol, TypeVar
 
 from themisto.exceptions import OptionError, ReplayDivergedError, SourceError, ThemistoError
 from themisto.filesystem import ExclusiveLock, lock_path, prepare_output_folder
+from themisto.kernelside import snapshot
 from themisto.progress import Progress
-from themisto.recording import snapshot
 from themisto.recording.kernel import Recorder, Stopped, check_options
 from themisto.recording.options import RecordOptions, chosen_options, with_recorded
 from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output

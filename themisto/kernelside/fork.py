@@ -5,7 +5,7 @@ trajectory once and, at each step where predictions wait, runs every
 prediction in the state *before* that step. The scorer sends this module's
 source text to the kernel, which executes it into a private module registered
 as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
-:mod:`themisto.recording.snapshot`), and evaluates :func:`run` as the
+:mod:`themisto.kernelside.snapshot`), and evaluates :func:`run` as the
 ``user_expression`` of a silent execute request. For each cell :func:`run`:
 
 1. copies the kernel's working directory into a private folder (before the
@@ -26,7 +26,7 @@ as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
    write to the history database, no execution count; the cell is only added to the in-memory history, where
    IPython looks for a trailing ``;``, see :func:`_as_last_input`); sends the outcome and
    the captured messages through a pipe; takes the snapshot of its namespace
-   (:func:`themisto.recording.snapshot.take`, reusing the parent's description
+   (:func:`themisto.kernelside.snapshot.take`, reusing the parent's description
    cache copy-on-write); sends it; and leaves by ``os._exit``, never returning
    into the kernel;
 4. in the parent: reads the child's frames until the cell's deadline (then the
@@ -537,15 +537,3 @@ def run(request: str) -> Any:
         for child in children:
             child.reap()
     return sys.modules[SNAPSHOT_MODULE].JsonText(json.dumps(results))
-
-
-def run_expression(request: str) -> str:
-    """The ``user_expression`` that runs :func:`run` on ``request`` once the module is installed."""
-    return f"__import__('sys').modules[{MODULE_NAME!r}].run({request!r})"
-
-
-def install_code() -> str:
-    """Code for a silent execution that installs this module in the kernel, binding no user name."""
-    from themisto.recording.snapshot import module_install_code
-
-    return module_install_code(__file__, MODULE_NAME, "<themisto-fork>")

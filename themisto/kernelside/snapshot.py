@@ -545,12 +545,6 @@ def take(max_repr_chars: int, timeout: float, known: int = -1, max_variables: in
     return JsonText(json.dumps(payload, ensure_ascii=False))
 
 
-def snapshot_expression(max_repr_chars: int, timeout: float, known: int = -1, max_variables: int = 1000) -> str:
-    """The ``user_expression`` that takes a snapshot once the module is installed (arguments: see :func:`take`)."""
-    arguments = f"{int(max_repr_chars)}, {float(timeout)!r}, {int(known)}, {int(max_variables)}"
-    return f"__import__('sys').modules[{MODULE_NAME!r}].take({arguments})"
-
-
 def versions() -> JsonText:
     """The kernel's own Python and ipykernel versions as JSON text, for the trajectory's provenance."""
     import platform
@@ -559,11 +553,6 @@ def versions() -> JsonText:
     return JsonText(
         json.dumps({"python": platform.python_version(), "ipykernel": getattr(ipykernel, "__version__", None)})
     )
-
-
-def versions_expression() -> str:
-    """The ``user_expression`` that reports :func:`versions` once the module is installed."""
-    return f"__import__('sys').modules[{MODULE_NAME!r}].versions()"
 
 
 def guard_streams() -> None:
@@ -590,24 +579,3 @@ def guard_streams() -> None:
     # a re-installed snapshot module replaces the guard of the one before it
     callbacks[:] = [callback for callback in callbacks if getattr(callback, "__module__", None) != MODULE_NAME]
     shell.events.register("post_run_cell", restore_streams)
-
-
-def install_code() -> str:
-    """Code for a silent execution that installs this module in the kernel, binding no user name."""
-    return module_install_code(__file__, MODULE_NAME, "<themisto-snapshot>", after="guard_streams")
-
-
-def module_install_code(path: str, name: str, filename: str, after: str | None = None) -> str:
-    """Code that executes the module source at ``path`` into ``sys.modules[name]`` of the kernel.
-
-    ``after`` names a function of the module to call once it is installed.
-    """
-    with open(path, encoding="utf-8") as handle:
-        source = handle.read()
-    then = f", module.{after}()" if after else ""
-    # Lambda parameters are locals, so nothing lands in the user namespace.
-    return (
-        f"(lambda module: (exec(compile({source!r}, {filename!r}, 'exec'), module.__dict__),"
-        f" __import__('sys').modules.__setitem__({name!r}, module){then}))"
-        f"(__import__('types').ModuleType({name!r}))"
-    )

@@ -1,0 +1,58 @@
+"""Host side of the kernel boundary: the code that installs :mod:`themisto.kernelside` in a kernel, and the
+``user_expression`` texts that call it.
+
+A kernel-side module is sent as source text and executed into a private module of ``sys.modules`` (no name is
+bound in the user namespace); every call into it is a ``user_expression`` naming that module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from themisto.kernelside import fork, snapshot
+
+
+def module_install_code(path: str, name: str, filename: str, after: str | None = None) -> str:
+    """Code that executes the module source at ``path`` into ``sys.modules[name]`` of the kernel.
+
+    ``after`` names a function of the module to call once it is installed.
+    """
+    source = Path(path).read_text(encoding="utf-8")
+    then = f", module.{after}()" if after else ""
+    # Lambda parameters are locals, so nothing lands in the user namespace.
+    return (
+        f"(lambda module: (exec(compile({source!r}, {filename!r}, 'exec'), module.__dict__),"
+        f" __import__('sys').modules.__setitem__({name!r}, module){then}))"
+        f"(__import__('types').ModuleType({name!r}))"
+    )
+
+
+def _call(module: str, function: str, arguments: str) -> str:
+    """The expression that calls ``function(arguments)`` of the installed kernel-side ``module``."""
+    return f"__import__('sys').modules[{module!r}].{function}({arguments})"
+
+
+def snapshot_install_code() -> str:
+    """Code for a silent execution that installs the snapshot module in the kernel and guards its streams."""
+    return module_install_code(snapshot.__file__, snapshot.MODULE_NAME, "<themisto-snapshot>", after="guard_streams")
+
+
+def snapshot_expression(max_repr_chars: int, timeout: float, known: int, max_variables: int) -> str:
+    """The ``user_expression`` that takes a snapshot once the module is installed (see ``snapshot.take``)."""
+    arguments = f"{int(max_repr_chars)}, {float(timeout)!r}, {int(known)}, {int(max_variables)}"
+    return _call(snapshot.MODULE_NAME, "take", arguments)
+
+
+def versions_expression() -> str:
+    """The ``user_expression`` that reports ``snapshot.versions`` once the module is installed."""
+    return _call(snapshot.MODULE_NAME, "versions", "")
+
+
+def fork_install_code() -> str:
+    """Code for a silent execution that installs the forked-run module in the kernel."""
+    return module_install_code(fork.__file__, fork.MODULE_NAME, "<themisto-fork>")
+
+
+def fork_run_expression(request: str) -> str:
+    """The ``user_expression`` that runs ``fork.run`` on the JSON ``request`` once the module is installed."""
+    return _call(fork.MODULE_NAME, "run", repr(request))
