@@ -36,6 +36,26 @@ def lm_eval_sample(doc_id: int, doc: dict, prediction: str, filter_name: str = "
     return sample
 
 
+def lm_eval_likelihood_sample(doc_id: int, doc: dict, loglikelihood: float, greedy: bool) -> dict:
+    """One logged sample of a likelihood (``*_bpb``) task: lm-eval's ``[loglikelihood, bytes]`` and greedy_match."""
+    size = len(doc["target"].encode("utf-8"))
+    return {
+        "doc_id": doc_id,
+        "doc": doc,
+        "target": doc["target"],
+        "arguments": [(doc["prompt"], doc["target"])],
+        "resps": [[(loglikelihood, greedy)]],
+        "filtered_resps": [(loglikelihood, greedy)],
+        "filter": "none",
+        "metrics": ["bits_per_byte", "greedy_match"],
+        "doc_hash": hash_string(json.dumps(doc)),
+        "prompt_hash": hash_string(doc["prompt"]),
+        "target_hash": hash_string(doc["target"]),
+        "bits_per_byte": (loglikelihood, size),
+        "greedy_match": int(greedy),
+    }
+
+
 def write_run(
     output: Path, model: str, model_args: str, samples_by_task: dict[str, list[dict]], split: str | None = None
 ) -> Path:
