@@ -57,11 +57,16 @@ def lm_eval_likelihood_sample(doc_id: int, doc: dict, loglikelihood: float, gree
 
 
 def write_run(
-    output: Path, model: str, model_args: str, samples_by_task: dict[str, list[dict]], split: str | None = None
+    output: Path,
+    model: str,
+    model_args: str,
+    samples_by_task: dict[str, list[dict]],
+    split: str | None = None,
+    build: str | None = None,
 ) -> Path:
     """Save results and samples as ``lm_eval --log_samples --output_path`` does; return the model's folder.
 
-    ``split`` goes into each task's logged metadata as ``themisto eval --split`` puts it.
+    ``split`` and ``build`` go into each task's logged metadata as ``themisto eval`` puts them.
     """
     tracker = EvaluationTracker(output_path=str(output))
     tracker.general_config_tracker.log_experiment_args(
@@ -71,7 +76,9 @@ def write_run(
         chat_template=None,
         fewshot_as_multiturn=False,
     )
-    metadata = {} if split is None else {"metadata": {"version": 1.0, "themisto_split": split}}
+    given = {"themisto_split": split, "themisto_data": build}
+    logged = {key: value for key, value in given.items() if value is not None}
+    metadata = {"metadata": {"version": 1.0, **logged}} if logged else {}
     results = {
         "results": {task: {"alias": task} for task in samples_by_task},
         "configs": {task: {"task": task, **metadata} for task in samples_by_task},

@@ -219,7 +219,7 @@ def _strata_section(strata: list[PairedComparison], what: str) -> list[str]:
         "it (`rest`). A block that carries information should help most in the first.",
         "",
     ]
-    header = ["model", "task", "Δ", "examples", "n", "plain / placebo", "runtime"]
+    header = ["model", "task", "Δ", "examples", "n", "trajectories", "plain / placebo", "runtime"]
     header += ["Δ [95% CI], examples", "Δ [95% CI], trajectories", "p"]
     rows = [
         [
@@ -228,6 +228,7 @@ def _strata_section(strata: list[PairedComparison], what: str) -> list[str]:
             c.contrast,
             c.stratum,
             str(c.n),
+            str(c.clusters) if c.clustered_difference is not None else DASH,
             *_arm_means(c),
             _interval(c.difference, signed=True),
             _interval(c.clustered_difference, signed=True),

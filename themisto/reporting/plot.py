@@ -15,7 +15,7 @@ names the models and the lines.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from themisto.exceptions import InputError
 from themisto.reporting.analysis import ALL_EXAMPLES, PairedComparison, Report
@@ -35,10 +35,14 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+LineStyle = Literal["--", "-.", ":"]
 # The generative metric of the second paired panel, when the runs have it.
 _HEADLINE_METRIC = "exact_match_norm"
 # Baselines shown as reference lines (floors), with their line style.
-_REFERENCE_LINES = {MAJORITY_BASELINE: ("--", "majority floor"), HEURISTIC_BASELINE: ("-.", "heuristic")}
+_REFERENCE_LINES: dict[str, tuple[LineStyle, str]] = {
+    MAJORITY_BASELINE: ("--", "majority floor"),
+    HEURISTIC_BASELINE: ("-.", "heuristic"),
+}
 _LIKELIHOOD_METRICS = (BITS_PER_BYTE, GREEDY_MATCH)
 # The metrics the determinism ceiling bounds.
 _CEILING_METRICS = BINARY_METRICS
@@ -69,14 +73,17 @@ def _bars(
     p_values: dict[Key, float] | None = None,
 ) -> None:
     """One bar per model in each group, with CI whiskers, a marker on the mean and, if given, the p-value."""
-    width = 0.8 / max(len(models), 1)
-    for m, model in enumerate(models):
+    # Bars only for the models this panel has (the others leave no gap); colours stay those of the whole figure.
+    present = [model for model in models if any((model, group) in intervals for group in groups)]
+    width = 0.8 / max(len(present), 1)
+    for slot, model in enumerate(present):
+        m = models.index(model)
         xs, means, below, above, keys = [], [], [], [], []
         for g, group in enumerate(groups):
             interval = intervals.get((model, group))
             if interval is None:
                 continue
-            xs.append(g - 0.4 + width * (m + 0.5))
+            xs.append(g - 0.4 + width * (slot + 0.5))
             means.append(interval.estimate)
             below.append(interval.estimate - interval.low)
             above.append(interval.high - interval.estimate)
@@ -122,7 +129,7 @@ def _symmetric(ax: Axes) -> None:
     ax.set_ylim(-span, span)
 
 
-def _reference_line(ax: Axes, groups: list[str], values: dict[str, float], style: str, label: str) -> None:
+def _reference_line(ax: Axes, groups: list[str], values: dict[str, float], style: LineStyle, label: str) -> None:
     """A short horizontal line over each group that has a value (a baseline's score, a ceiling)."""
     for g, group in enumerate(groups):
         if group in values:

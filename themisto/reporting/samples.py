@@ -198,7 +198,7 @@ def _bits_per_byte(value: object, where: str) -> float:
 def _metric_value(record: dict, name: str, where: str) -> float:
     """One per-sample metric value as a float, or an InputError."""
     value = record.get(name)
-    if name == BITS_PER_BYTE and isinstance(value, list):
+    if name == BITS_PER_BYTE:  # only the pair: a bare number could be nats or bits, per byte or in total
         return _bits_per_byte(value, where)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"{where}: metric {name!r} is {value!r}, not a finite number")
