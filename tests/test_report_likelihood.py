@@ -83,7 +83,11 @@ def _likelihood_run(seed: int, gain: float, placebo_is_runtime: bool = False) ->
 
 def _bpb(samples: list[dict], order: list[str] | None = None) -> np.ndarray:
     """Per-example bits per byte from the logged [loglikelihood, bytes], optionally in the order of ``order``."""
-    by_id = {s["doc"]["example_id"]: -s["bits_per_byte"][0] / s["bits_per_byte"][1] / math.log(2) for s in samples}
+    by_id = {
+        s["doc"]["example_id"]: -s["bits_per_byte"][0] / s["bits_per_byte"][1] / math.log(2)
+        for s in samples
+        if s["bits_per_byte"][1]  # an empty target has no bits per byte
+    }
     return np.array([by_id[i] for i in (order or [s["doc"]["example_id"] for s in samples])])
 
 
@@ -336,3 +340,86 @@ def test_plot_leads_with_paired_bits_per_byte_marked_with_p(tmp_path: Path) -> N
     }
     drawn = sorted(float(segment[0][1]) for collection in floors for segment in collection.get_segments())
     assert drawn == pytest.approx(sorted(majority.values()))
+
+
+# --- Real lm-eval runs on a real build: the likelihood control, the baselines, then the report ---
+
+
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """themisto eval of the compression control on themisto_bpb and of the floors and the control on all arms."""
+    from dataset_fixture import write_dataset
+
+    build = write_dataset(tmp_path_factory.mktemp("build"))
+    runs = tmp_path_factory.mktemp("runs")
+    generative = "themisto,themisto_output_placebo,themisto_next_cell_placebo"
+    for model, tasks in (
+        ("themisto-compression", "themisto_bpb"),
+        ("themisto-majority", generative),
+        ("themisto-heuristic", generative),
+        ("themisto-state-lookup", generative),
+    ):
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["eval", "--model", model, "--tasks", tasks, "-o", str(runs), "--data", str(build)]) == 0
+    plot = runs.parent / f"{runs.name}.png"
+    return {"runs": runs, "build": build, "markdown": _report(runs, "--plot", str(plot)), "plot": plot}
+
+
+def _logged(runs: Path, model: str, task: str) -> list[dict]:
+    """The samples lm-eval logged for one model and task."""
+    (path,) = (runs / model).glob(f"samples_{task}_2*.jsonl")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_real_runs_lead_with_the_compression_controls_paired_bits_per_byte(real_runs: dict) -> None:
+    markdown = real_runs["markdown"]
+    assert markdown.splitlines()[2].startswith(f"Split `test` · build `{real_runs['build']}`")
+    rows = _lead(markdown)
+    assert set(rows) == {
+        ("themisto-compression", f"{family}_bpb", f"runtime − {arm}")
+        for family in FAMILIES
+        for arm in ("plain", "placebo")
+    }
+    for family in FAMILIES:
+        runtime = _logged(real_runs["runs"], "themisto-compression", f"{family}_runtime_bpb")
+        for arm in ("plain", "placebo"):
+            other = _logged(
+                real_runs["runs"], "themisto-compression", f"{family}{'' if arm == 'plain' else '_' + arm}_bpb"
+            )
+            # lm-eval logged [loglikelihood, bytes]; the report pairs by example id and leaves empty targets out.
+            kept = [s for s in other if s["bits_per_byte"][1] > 0]
+            order = [s["doc"]["example_id"] for s in kept]
+            a, b = _bpb(kept), _bpb(runtime, order)
+            clusters = [s["doc"]["trajectory_id"] for s in kept]
+            row = rows[("themisto-compression", f"{family}_bpb", f"runtime − {arm}")]
+            assert row["n"] == str(len(kept)) and row["trajectories"] == str(len(set(clusters)))
+            expected = paired_bootstrap_ci(a, b, clusters=clusters, resamples=RESAMPLES)
+            assert row["Δ [95% CI], trajectories"] == _interval_text(expected, signed=True)
+            assert row["p"] == _p_text(sign_flip_p_value(b - a, clusters=clusters, resamples=RESAMPLES))
+    # A compressor copies what only the block holds: the runtime block pays off most in that stratum.
+    strata = {(r["task"], r["Δ"], r["examples"]): r for r in _table(_section(markdown, STRATA), "model")}
+    only = _parse_interval(strata[("themisto_output_bpb", "runtime − plain", "runtime_only")]["Δ [95% CI], examples"])
+    rest = _parse_interval(strata[("themisto_output_bpb", "runtime − plain", "rest")]["Δ [95% CI], examples"])
+    assert only[0] < 0 and only[0] < rest[0]
+    # Three trajectories: the report says what that does to the trajectory p.
+    assert "With 3 trajectories the trajectory p cannot fall below" in _section(markdown, LEAD)
+
+
+def test_real_runs_pair_the_generative_placebo_and_draw_the_floors(real_runs: dict) -> None:
+    from matplotlib.image import imread
+
+    markdown = real_runs["markdown"]
+    paired = {
+        (r["model"], r["task"], r["Δ"], r["metric"]): r
+        for r in _table(_section(markdown, "Runtime vs plain and placebo, every other metric"), "model")
+    }
+    # The state-lookup control gains from the runtime block over its placebo, not only over the plain prompt.
+    for arm in ("plain", "placebo"):
+        gain = paired[("themisto-state-lookup", "themisto_output", f"runtime − {arm}", "exact_match")]
+        assert _parse_interval(gain["Δ [95% CI]"])[1] > 0
+    # The floors ignore the block: every difference 0.
+    floor = paired[("themisto-majority", "themisto_output", "runtime − placebo", "exact_match")]
+    assert floor["Δ [95% CI]"] == "+0.000 [0.000, 0.000]"
+    assert "examples with an empty target have no bits per byte; left out" in _section(markdown, "Notes")
+    image = imread(real_runs["plot"])
+    assert image.shape[0] > 800 and image[..., :3].std() > 0

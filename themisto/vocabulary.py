@@ -136,13 +136,3 @@ EXEC_SAMPLES_PREFIX = "exec_samples_"
 EXEC_METRICS = ("exec_ok", "exec_match", "state_match")
 # The pseudo-model whose prediction is the developer's own next cell: its exec_match is the ceiling.
 REFERENCE_MODEL = "themisto-reference"
-
-# The placebo arm: the runtime prompt with another step's runtime block (same format, wrong information).
-# An lm-eval task's arm is its name: plain (no suffix), RUNTIME_SUFFIX or PLACEBO_SUFFIX, before LIKELIHOOD_SUFFIX.
-PLACEBO_SUFFIX = "_placebo"
-# The likelihood (loglikelihood) tasks end in this; their per-sample metrics are these two.
-LIKELIHOOD_SUFFIX = "_bpb"
-BITS_PER_BYTE = "bits_per_byte"
-GREEDY_MATCH = "greedy_match"
-# The dataset column marking targets that hold a token found in the runtime block and nowhere in the plain prompt.
-RUNTIME_ONLY_COLUMN = "runtime_only"

@@ -44,11 +44,11 @@ from themisto.reporting.stats import (
 )
 from themisto.vocabulary import (
     BINARY_METRICS,
-    BITS_PER_BYTE,
+    BPB_METRIC,
     CATEGORY_COLUMNS,
     DUPLICATE_COLUMN,
     EXEC_METRICS,
-    GREEDY_MATCH,
+    GREEDY_METRIC,
     RUNTIME_ONLY_COLUMN,
 )
 
@@ -63,7 +63,7 @@ MISSING_VALUE = "(missing)"
 # The strata of the ``runtime_only`` column (examples whose target holds a token only the runtime block
 # has, and the rest), and the metrics compared within them: the headline and the generative headline.
 RUNTIME_ONLY, REST = RUNTIME_ONLY_COLUMN, "rest"
-STRATUM_METRICS = (BITS_PER_BYTE, "exact_match_norm")
+STRATUM_METRICS = (BPB_METRIC, "exact_match_norm")
 # The arms the runtime arm is compared with, in the order the report shows them.
 REFERENCE_ARMS = (PLAIN, PLACEBO)
 
@@ -201,7 +201,7 @@ def _clusters(samples: TaskSamples) -> np.ndarray | None:
 
 def _is_binary(metric: str, values: np.ndarray) -> bool:
     """Whether a metric is a 0/1 outcome (exact match, greedy match, an exec outcome) and its values say so."""
-    return metric in (*BINARY_METRICS, GREEDY_MATCH, *EXEC_METRICS) and bool(np.all(np.isin(values, [0, 1])))
+    return metric in (*BINARY_METRICS, GREEDY_METRIC, *EXEC_METRICS) and bool(np.all(np.isin(values, [0, 1])))
 
 
 def _groups_by_mask(matrix: np.ndarray, metrics: list[str]) -> list[tuple[np.ndarray, list[int]]]:
@@ -479,7 +479,7 @@ def build_report(run_dirs: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES
 
 def _empty_target_notes(samples: TaskSamples) -> list[str]:
     """A note where a likelihood task's empty targets (no bytes) were left out of its bits per byte."""
-    values = samples.scores.get(BITS_PER_BYTE)
+    values = samples.scores.get(BPB_METRIC)
     empty = 0 if values is None else int(np.count_nonzero(np.isnan(values)))
     if not empty:
         return []

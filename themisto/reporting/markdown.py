@@ -18,9 +18,11 @@ from themisto.reporting.analysis import (
 )
 from themisto.reporting.samples import is_likelihood_task
 from themisto.reporting.stats import Interval, McNemarResult
-from themisto.vocabulary import BITS_PER_BYTE, DUPLICATE_COLUMN
+from themisto.vocabulary import BPB_METRIC, DUPLICATE_COLUMN
 
 DASH = "–"
+# Below this many trajectories the report warns that the trajectory figures rest on few independent units.
+FEW_TRAJECTORIES = 10
 # The generative metric whose runtime_only strata the report shows (the likelihood one leads).
 _GENERATIVE_STRATUM_METRIC = "exact_match_norm"
 
@@ -171,7 +173,7 @@ def _arm_means(c: PairedComparison) -> list[str]:
 
 def _headline(report: Report) -> list[str]:
     """The paired bits per byte: every task and contrast, then the runtime_only strata."""
-    rows_of = [c for c in report.comparisons if c.metric == BITS_PER_BYTE]
+    rows_of = [c for c in report.comparisons if c.metric == BPB_METRIC]
     overall = [c for c in rows_of if c.stratum == ALL_EXAMPLES]
     if not overall:
         return []
@@ -203,6 +205,14 @@ def _headline(report: Report) -> list[str]:
         for c in overall
     ]
     lines += _table(header, rows, numeric_from=3)
+    few = sorted({c.clusters for c in overall if 0 < c.clusters < FEW_TRAJECTORIES})
+    if few:
+        lines += [
+            "",
+            f"With {' or '.join(map(str, few))} trajectories the trajectory p cannot fall below 2/2^trajectories "
+            f"(0.5 for 2, {2 / 2 ** few[-1]:.2g} for {few[-1]}), and the design effect and MDE are rough: "
+            f"fewer than {FEW_TRAJECTORIES} independent units.",
+        ]
     strata = [c for c in rows_of if c.stratum != ALL_EXAMPLES]
     if strata:
         lines += ["", *_strata_section(strata, "Bits per byte")]
@@ -260,7 +270,7 @@ def _scores(report: Report) -> list[str]:
 
 def _comparisons(report: Report) -> list[str]:
     """The paired tables of every metric but the headline's, the strata of the generative headline, the MDEs."""
-    shown = [c for c in report.comparisons if c.stratum == ALL_EXAMPLES and c.metric != BITS_PER_BYTE]
+    shown = [c for c in report.comparisons if c.stratum == ALL_EXAMPLES and c.metric != BPB_METRIC]
     if not shown:
         return []
     lines = [

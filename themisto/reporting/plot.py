@@ -23,10 +23,10 @@ from themisto.reporting.samples import is_likelihood_task
 from themisto.reporting.stats import Interval
 from themisto.vocabulary import (
     BINARY_METRICS,
-    BITS_PER_BYTE,
-    GREEDY_MATCH,
+    BPB_METRIC,
+    BPB_SUFFIX,
+    GREEDY_METRIC,
     HEURISTIC_BASELINE,
-    LIKELIHOOD_SUFFIX,
     MAJORITY_BASELINE,
 )
 
@@ -43,7 +43,7 @@ _REFERENCE_LINES: dict[str, tuple[LineStyle, str]] = {
     MAJORITY_BASELINE: ("--", "majority floor"),
     HEURISTIC_BASELINE: ("-.", "heuristic"),
 }
-_LIKELIHOOD_METRICS = (BITS_PER_BYTE, GREEDY_MATCH)
+_LIKELIHOOD_METRICS = (BPB_METRIC, GREEDY_METRIC)
 # The metrics the determinism ceiling bounds.
 _CEILING_METRICS = BINARY_METRICS
 SIGNIFICANCE = 0.05
@@ -138,7 +138,7 @@ def _reference_line(ax: Axes, groups: list[str], values: dict[str, float], style
 
 def _paired_panel(ax: Axes, comparisons: list[PairedComparison], models: list[str], clustered: bool) -> None:
     """Δ per task and contrast, one bar per model, with the p-value to quote."""
-    group_of = {id(c): f"{_short_task(c.task).removesuffix(LIKELIHOOD_SUFFIX)}\nvs {c.reference}" for c in comparisons}
+    group_of = {id(c): f"{_short_task(c.task).removesuffix(BPB_SUFFIX)}\nvs {c.reference}" for c in comparisons}
     groups = list(dict.fromkeys(group_of.values()))
     intervals = {(c.model, group_of[id(c)]): c.quoted_difference if clustered else c.difference for c in comparisons}
     p_values = {(c.model, group_of[id(c)]): c.quoted_p_value if clustered else c.p_value for c in comparisons}
@@ -174,7 +174,7 @@ def report_figure(report: Report) -> Figure:
     overall = [c for c in report.comparisons if c.stratum == ALL_EXAMPLES and c.model in models]
     paired = [
         (metric, [c for c in overall if c.metric == metric and is_likelihood_task(c.task) == likelihood])
-        for metric, likelihood in ((BITS_PER_BYTE, True), (_HEADLINE_METRIC, False))
+        for metric, likelihood in ((BPB_METRIC, True), (_HEADLINE_METRIC, False))
     ]
     paired = [(metric, rows) for metric, rows in paired if rows]
     # The likelihood metrics first, beside the headline; then the generative ones as the report lists them.
@@ -190,8 +190,8 @@ def report_figure(report: Report) -> Figure:
     for metric, comparisons in paired:
         ax = axes.pop(0)
         _paired_panel(ax, comparisons, models, clustered)
-        unit = "bits/byte" if metric == BITS_PER_BYTE else metric
-        better = "< 0: runtime helped" if metric == BITS_PER_BYTE else "> 0: runtime helped"
+        unit = "bits/byte" if metric == BPB_METRIC else metric
+        better = "< 0: runtime helped" if metric == BPB_METRIC else "> 0: runtime helped"
         ax.set_title(f"Δ {unit}: runtime − plain, runtime − placebo", fontweight="bold", fontsize=10)
         ax.set_xlabel("task and arm subtracted (paired on the same examples)")
         ax.set_ylabel(f"Δ {unit} ({better})")
@@ -212,7 +212,7 @@ def report_figure(report: Report) -> Figure:
         strict = " (strict)" if metric == "exact_match" else ""
         ax.set_title(f"{metric}{strict}", fontsize=10)
         ax.set_xlabel("task")
-        ax.set_ylabel(f"mean {metric}" + (" (lower is better)" if metric == BITS_PER_BYTE else ""))
+        ax.set_ylabel(f"mean {metric}" + (" (lower is better)" if metric == BPB_METRIC else ""))
     figure.suptitle(_title(report), fontsize=11, fontweight="bold", y=0.995)
     resampled = "whole trajectories" if clustered else "examples"
     figure.text(

@@ -37,15 +37,16 @@ from typing import Any
 from themisto.exceptions import InputError
 from themisto.jsonl import iter_json_objects
 from themisto.vocabulary import (
-    BITS_PER_BYTE,
+    BPB_METRIC,
+    BPB_SUFFIX,
     CATEGORY_COLUMNS,
     DUPLICATE_COLUMN,
     EXEC_METRICS,
     EXEC_SAMPLES_PREFIX,
-    LIKELIHOOD_SUFFIX,
     PLACEBO_SUFFIX,
     RUNTIME_ONLY_COLUMN,
     RUNTIME_SUFFIX,
+    arm_of,
 )
 
 # Where ``themisto eval`` and ``evaluate()`` put the split in a task's metadata;
@@ -66,18 +67,16 @@ PLAIN, RUNTIME, PLACEBO = "plain", "runtime", "placebo"
 
 def task_arm(task: str) -> tuple[str, str]:
     """A task's family (the plain arm's name) and its arm: ``themisto_output_placebo_bpb`` -> (``themisto_output_bpb``, placebo)."""
-    likelihood = task.endswith(LIKELIHOOD_SUFFIX)
-    stem = task.removesuffix(LIKELIHOOD_SUFFIX) if likelihood else task
-    ending = LIKELIHOOD_SUFFIX if likelihood else ""
-    for suffix, arm in ((RUNTIME_SUFFIX, RUNTIME), (PLACEBO_SUFFIX, PLACEBO)):
-        if stem.endswith(suffix):
-            return stem.removesuffix(suffix) + ending, arm
-    return task, PLAIN
+    suffix = arm_of(task)
+    likelihood = task.endswith(BPB_SUFFIX)
+    stem = task.removesuffix(BPB_SUFFIX) if likelihood else task
+    family = stem.removesuffix(suffix) + (BPB_SUFFIX if likelihood else "")
+    return family, {RUNTIME_SUFFIX: RUNTIME, PLACEBO_SUFFIX: PLACEBO}.get(suffix, PLAIN)
 
 
 def is_likelihood_task(task: str) -> bool:
     """Whether a task scores the gold target's likelihood (bits per byte) rather than a generation."""
-    return task.endswith(LIKELIHOOD_SUFFIX)
+    return task.endswith(BPB_SUFFIX)
 
 
 @dataclass
@@ -192,13 +191,13 @@ def _bits_per_byte(value: object, where: str) -> float:
     ):
         loglikelihood, size = value
         return math.nan if size == 0 else -loglikelihood / size / math.log(2)
-    raise InputError(f"{where}: metric {BITS_PER_BYTE!r} is {value!r}, not [loglikelihood, bytes]")
+    raise InputError(f"{where}: metric {BPB_METRIC!r} is {value!r}, not [loglikelihood, bytes]")
 
 
 def _metric_value(record: dict, name: str, where: str) -> float:
     """One per-sample metric value as a float, or an InputError."""
     value = record.get(name)
-    if name == BITS_PER_BYTE:  # only the pair: a bare number could be nats or bits, per byte or in total
+    if name == BPB_METRIC:  # only the pair: a bare number could be nats or bits, per byte or in total
         return _bits_per_byte(value, where)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"{where}: metric {name!r} is {value!r}, not a finite number")
