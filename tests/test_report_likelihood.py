@@ -125,6 +125,7 @@ def test_the_report_leads_with_the_paired_bits_per_byte(likelihood_run: dict) ->
     assert lines[4] == f"## {LEAD}"
     headings = [line for line in lines if line.startswith("## ")]
     assert headings[:3] == [f"## {LEAD}", f"## {STRATA}", "## How to read this"]
+    assert "cannot fall below" not in _section(likelihood_run["markdown"], LEAD)  # twelve trajectories
 
 
 def test_lead_figures_match_a_direct_computation_paired_by_example_id(likelihood_run: dict) -> None:
@@ -402,7 +403,7 @@ def test_real_runs_lead_with_the_compression_controls_paired_bits_per_byte(real_
     rest = _parse_interval(strata[("themisto_output_bpb", "runtime − plain", "rest")]["Δ [95% CI], examples"])
     assert only[0] < 0 and only[0] < rest[0]
     # Three trajectories: the report says what that does to the trajectory p.
-    assert "With 3 trajectories the trajectory p cannot fall below" in _section(markdown, LEAD)
+    assert "With 3 trajectories the trajectory p cannot fall below 2/2^3 = 0.25" in _section(markdown, LEAD)
 
 
 def test_real_runs_pair_the_generative_placebo_and_draw_the_floors(real_runs: dict) -> None:

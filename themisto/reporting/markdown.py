@@ -209,9 +209,9 @@ def _headline(report: Report) -> list[str]:
     if few:
         lines += [
             "",
-            f"With {' or '.join(map(str, few))} trajectories the trajectory p cannot fall below 2/2^trajectories "
-            f"(0.5 for 2, {2 / 2 ** few[-1]:.2g} for {few[-1]}), and the design effect and MDE are rough: "
-            f"fewer than {FEW_TRAJECTORIES} independent units.",
+            f"With {' or '.join(map(str, few))} trajectories the trajectory p cannot fall below "
+            + ", ".join(f"2/2^{g} = {2 / 2**g:.2g}" for g in few)
+            + f", and the design effect and MDE are rough: fewer than {FEW_TRAJECTORIES} independent units.",
         ]
     strata = [c for c in rows_of if c.stratum != ALL_EXAMPLES]
     if strata:
