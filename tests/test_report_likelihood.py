@@ -330,6 +330,7 @@ def test_plot_leads_with_paired_bits_per_byte_marked_with_p(tmp_path: Path) -> N
     ]
     assert all(p < 0.05 for p in helped_p)
     assert sum(mark.endswith("*") for mark in marks) >= 4
+    assert all((text.get_fontweight() == "bold") == text.get_text().endswith("*") for text in lead.texts)
     assert "p=1" in marks  # the flat model's placebo difference is exactly 0
     # The majority floor sits at the majority baseline's score over each generative task of the strict panel.
     strict = panels[titles.index("exact_match (strict)")]
@@ -418,6 +419,7 @@ def test_real_runs_pair_the_generative_placebo_and_draw_the_floors(real_runs: di
     for arm in ("plain", "placebo"):
         gain = paired[("themisto-state-lookup", "themisto_output", f"runtime − {arm}", "exact_match")]
         assert _parse_interval(gain["Δ [95% CI]"])[1] > 0
+    assert ("themisto-compression", "themisto_output_bpb", "runtime − placebo", "greedy_match") in paired
     # The floors ignore the block: every difference 0.
     floor = paired[("themisto-majority", "themisto_output", "runtime − placebo", "exact_match")]
     assert floor["Δ [95% CI]"] == "+0.000 [0.000, 0.000]"
