@@ -216,7 +216,9 @@ def test_state_lookup_answers_what_the_plain_prompt_allows_in_every_arm_and_adds
         for task in ("themisto_output", "themisto_next_cell"):
             plain_row = runtime_doc(code, "")
             # the plain arm is the heuristic's answer, output and next cell alike
-            assert model.generate_until([request(task, plain_row)]) == heuristic.generate_until([request(task, plain_row)])
+            assert model.generate_until([request(task, plain_row)]) == heuristic.generate_until(
+                [request(task, plain_row)]
+            )
         runtime = model.generate_until([request("themisto_output_runtime", runtime_doc(code, shown))])
         assert runtime == [runtime_answer]
     assert model.generate_until([request("themisto_output", runtime_doc("a + 1", ""))]) == ["2"]

@@ -20,8 +20,8 @@ They show what the tasks reward without a language model:
   f-strings on recorded values, ...), it answers that output instead. So its
   runtime-minus-plain gain is information found in the block and nowhere else
   in the prompt (a copy of an earlier identical cell's output, which the
-  history shows, is the plain arm's too), and a placebo block, which states
-  wrong values, makes it lose. Next-cell prediction: the heuristic's answer in
+  history shows, is the plain arm's too); a placebo block, another step's
+  state, can only mislead it. Next-cell prediction: the heuristic's answer in
   every arm.
 - ``themisto-majority``, the floor: the most frequent target among the task's
   requests (the evaluated split, or its first ``--limit`` rows), ties to the
