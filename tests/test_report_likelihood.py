@@ -426,3 +426,19 @@ def test_real_runs_pair_the_generative_placebo_and_draw_the_floors(real_runs: di
     assert "examples with an empty target have no bits per byte; left out" in _section(markdown, "Notes")
     image = imread(real_runs["plot"])
     assert image.shape[0] > 800 and image[..., :3].std() > 0
+
+
+def test_without_trajectory_ids_the_lead_falls_back_to_examples(tmp_path: Path) -> None:
+    samples = _likelihood_run(7, gain=0.2)
+    for rows in samples.values():
+        for row in rows:
+            row["doc"].pop("trajectory_id", None)
+    write_run(tmp_path, "hf", "pretrained=org/m", samples)
+    rows = _lead(_report(tmp_path))
+    plain = samples["themisto_output_bpb"]
+    a = _bpb(plain)
+    b = _bpb(samples["themisto_output_runtime_bpb"], [s["doc"]["example_id"] for s in plain])
+    row = rows[("org/m", "themisto_output_bpb", "runtime − plain")]
+    assert (row["trajectories"], row["Δ [95% CI], trajectories"], row["deff"]) == ("–", "–", "–")
+    assert row["p"] == _p_text(sign_flip_p_value(b - a, resamples=RESAMPLES))
+    assert row["MDE"] == f"{minimum_detectable_effect(b - a):.3f}"

@@ -183,7 +183,8 @@ def _headline(report: Report) -> list[str]:
         "Per example, bits per byte of the gold target under the runtime prompt minus under the plain "
         "(or placebo) prompt, paired by `doc.example_id`; the mean with its 95% CI resampling examples "
         "and resampling whole trajectories, the trajectory sign-flip p, and the MDE with the design effect "
-        "of the trajectories. **Δ < 0: the runtime block helped.**",
+        "of the trajectories (p and MDE per example where the samples name no trajectory). "
+        "**Δ < 0: the runtime block helped.**",
         "",
     ]
     header = ["model", "task", "Δ", "n", "trajectories", "plain / placebo", "runtime"]
