@@ -22,7 +22,11 @@ install: $(STAMP)
 
 BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-state-lookup themisto-majority themisto-heuristic
 
-# record (complete trajectories are reused), build, evaluate the baselines, report.
+# The generative tasks the baselines run: the group (plain and runtime) and the placebo arms.
+BASELINE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo
+
+# record (complete trajectories are reused), build (with the placebo configs), evaluate the baselines on
+# the generative tasks and the likelihood control on the likelihood tasks (themisto_bpb), report.
 # The kernels run in a scratch folder so files a notebook writes never land among the logs;
 # the sessions read their data files as files/..., so the folder gets a fresh copy of data/files.
 run: $(STAMP)
@@ -30,8 +34,9 @@ run: $(STAMP)
 	$(PY) -m themisto record data/logs -o data/trajectories --workdir runs/workdir --resume
 	$(PY) -m themisto build data/trajectories -o hf_dataset
 	for model in $(BASELINES); do \
-		THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model $$model -o runs/eval || exit 1; \
+		THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model $$model --tasks $(BASELINE_TASKS) -o runs/eval || exit 1; \
 	done
+	THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model themisto-compression --tasks themisto_bpb -o runs/eval
 	$(PY) -m themisto report runs/eval -o runs/report.md --plot runs/report.png
 
 # Execution-checked next-cell scores of the baselines on the committed build: each prediction (and the

@@ -36,12 +36,37 @@ def lm_eval_sample(doc_id: int, doc: dict, prediction: str, filter_name: str = "
     return sample
 
 
+def lm_eval_likelihood_sample(doc_id: int, doc: dict, loglikelihood: float, greedy: bool) -> dict:
+    """One logged sample of a likelihood (``*_bpb``) task: lm-eval's ``[loglikelihood, bytes]`` and greedy_match."""
+    size = len(doc["target"].encode("utf-8"))
+    return {
+        "doc_id": doc_id,
+        "doc": doc,
+        "target": doc["target"],
+        "arguments": [(doc["prompt"], doc["target"])],
+        "resps": [[(loglikelihood, greedy)]],
+        "filtered_resps": [(loglikelihood, greedy)],
+        "filter": "none",
+        "metrics": ["bits_per_byte", "greedy_match"],
+        "doc_hash": hash_string(json.dumps(doc)),
+        "prompt_hash": hash_string(doc["prompt"]),
+        "target_hash": hash_string(doc["target"]),
+        "bits_per_byte": (loglikelihood, size),
+        "greedy_match": int(greedy),
+    }
+
+
 def write_run(
-    output: Path, model: str, model_args: str, samples_by_task: dict[str, list[dict]], split: str | None = None
+    output: Path,
+    model: str,
+    model_args: str,
+    samples_by_task: dict[str, list[dict]],
+    split: str | None = None,
+    build: str | None = None,
 ) -> Path:
     """Save results and samples as ``lm_eval --log_samples --output_path`` does; return the model's folder.
 
-    ``split`` goes into each task's logged metadata as ``themisto eval --split`` puts it.
+    ``split`` and ``build`` go into each task's logged metadata as ``themisto eval`` puts them.
     """
     tracker = EvaluationTracker(output_path=str(output))
     tracker.general_config_tracker.log_experiment_args(
@@ -51,7 +76,9 @@ def write_run(
         chat_template=None,
         fewshot_as_multiturn=False,
     )
-    metadata = {} if split is None else {"metadata": {"version": 1.0, "themisto_split": split}}
+    given = {"themisto_split": split, "themisto_data": build}
+    logged = {key: value for key, value in given.items() if value is not None}
+    metadata = {"metadata": {"version": 1.0, **logged}} if logged else {}
     results = {
         "results": {task: {"alias": task} for task in samples_by_task},
         "configs": {task: {"task": task, **metadata} for task in samples_by_task},

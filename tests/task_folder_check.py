@@ -7,9 +7,10 @@ Run as a script by ``tests/test_task_folder.py``, once on the repository's
 with ``dataset_path`` pointing at a build and ``themisto`` hidden by an import
 blocker, as if the folder sat in lm-eval's own ``lm_eval/tasks/`` with no
 package installed. The checks follow lm-eval's ``tests/test_tasks.py`` (the
-suite its CI runs on new tasks); then a full ``simple_evaluate`` scores
-answers chosen per row (the target, fenced targets, a wrong case, the previous
-output, nothing), so both runs' per-sample values can be compared.
+suite its CI runs on new tasks), for every task of the folder; then a full
+``simple_evaluate`` scores answers chosen per row (the target, fenced targets,
+a wrong case, the previous output, nothing) and, for the likelihood tasks,
+log-likelihoods chosen per row, so both runs' per-sample values can be compared.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from itertools import islice
 from typing import Any
 
 LIMIT = 10  # docs per task for the request checks, as lm-eval's test uses
+GENERATIVE_METRICS = ("exact_match", "exact_match_norm", "rougeL", "chrf")
+LIKELIHOOD_METRICS = ("bits_per_byte", "greedy_match")
 
 
 class HideThemisto(importlib.abc.MetaPathFinder):
@@ -47,6 +50,11 @@ def scripted_answer(doc: dict[str, Any]) -> str:
     return answers[doc["step"] % len(answers)]
 
 
+def scripted_loglikelihood(doc: dict[str, Any]) -> tuple[float, bool]:
+    """A (loglikelihood, is_greedy) chosen by the row, so both runs give every row the same one."""
+    return -(len(doc["target"]) + doc["step"]) / 10, doc["step"] % 2 == 0
+
+
 def main(folder: str) -> dict[str, Any]:
     from lm_eval import simple_evaluate
     from lm_eval.api.model import LM
@@ -59,14 +67,15 @@ def main(folder: str) -> dict[str, Any]:
             return [scripted_answer(request.doc) for request in requests]
 
         def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[Any]:
-            raise NotImplementedError
+            return [scripted_loglikelihood(request.doc) for request in requests]
 
         def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[Any]:
             raise NotImplementedError
 
     manager = TaskManager(include_path=folder, include_defaults=False)
     report: dict[str, Any] = {"groups": manager.all_groups, "tasks": {}}
-    for name, task in manager.load(["themisto"])["tasks"].items():
+    every_task = sorted(manager.all_subtasks)
+    for name, task in manager.load(every_task)["tasks"].items():
         # lm-eval's tests/test_tasks.py, check by check
         assert task.dataset is not None, name
         assert not task.has_training_docs() and not task.has_validation_docs() and task.has_test_docs(), name
@@ -83,20 +92,24 @@ def main(folder: str) -> dict[str, Any]:
         requests = [task.construct_requests(doc=doc, ctx=task.doc_to_text(doc)) for doc in docs]
         assert len(requests) == len(docs), name
         report["tasks"][name] = {
+            "output_type": task.config.output_type,
             "custom_dataset": task.config.custom_dataset is not None,
             "dataset_path": task.config.dataset_path,
             "dataset_name": task.config.dataset_name,
             "example_ids": list(task.test_docs()["example_id"]),
             "prompts_are_the_rows": texts == [doc["prompt"] for doc in docs],
         }
-    results = simple_evaluate(model=ScriptedLM(), tasks=["themisto"], task_manager=manager, log_samples=True)
+    results = simple_evaluate(model=ScriptedLM(), tasks=every_task, task_manager=manager, log_samples=True)
     assert results is not None
     for name, samples in results["samples"].items():
+        likelihood = report["tasks"][name]["output_type"] == "loglikelihood"
+        metrics = LIKELIHOOD_METRICS if likelihood else GENERATIVE_METRICS
         report["tasks"][name]["samples"] = [
             {
                 "example_id": sample["doc"]["example_id"],
+                "runtime_only": sample["doc"]["runtime_only"],
                 "filtered": sample["filtered_resps"][0],
-                "metrics": {metric: sample[metric] for metric in ("exact_match", "exact_match_norm", "rougeL", "chrf")},
+                "metrics": {metric: sample[metric] for metric in metrics},
             }
             for sample in samples
         ]

@@ -196,10 +196,32 @@ def test_state_lookup_answers_from_the_runtime_block_alone() -> None:
     }
     requests = [request("themisto_output_runtime", runtime_doc(code, shown)) for code in cases]
     assert model.generate_until(requests) == list(cases.values())
-    # the same rows without the runtime block (the plain task), and next-cell tasks: nothing to read
+    # the same rows without the runtime block (the plain task): nothing to read, so what the
+    # heuristic makes of the code and history, here nothing for every case
     plain = [request("themisto_output", runtime_doc(code, "")) for code in cases]
     assert model.generate_until(plain) == [""] * len(cases)
-    assert model.generate_until([request("themisto_next_cell_runtime", runtime_doc("", shown))]) == [""]
+    assert model.generate_until([request("themisto_next_cell_runtime", runtime_doc("", shown))]) == ["a + 1"]
+
+
+def test_state_lookup_answers_what_the_plain_prompt_allows_in_every_arm_and_adds_only_the_block() -> None:
+    model, heuristic = StateLookupBaseline(), HeuristicBaseline()
+    shown = block(Variable("a", "int", 28, "5"))  # the block says a is 5 now, whatever the history showed
+    rows = {
+        "a + 1": "6",  # re-run of an earlier cell: the plain arm copies "2", the block decides 6
+        "print(2 * 3)": "6",  # literals: the plain prompt decides it, in both arms alike
+        "plt.plot(x)": "<Figure size 640x480 with 1 Axes>",  # the heuristic's figure, the block adds nothing
+        "b + 1": "",  # neither the history nor the block decides it
+    }
+    for code, runtime_answer in rows.items():
+        for task in ("themisto_output", "themisto_next_cell"):
+            plain_row = runtime_doc(code, "")
+            # the plain arm is the heuristic's answer, output and next cell alike
+            assert model.generate_until([request(task, plain_row)]) == heuristic.generate_until(
+                [request(task, plain_row)]
+            )
+        runtime = model.generate_until([request("themisto_output_runtime", runtime_doc(code, shown))])
+        assert runtime == [runtime_answer]
+    assert model.generate_until([request("themisto_output", runtime_doc("a + 1", ""))]) == ["2"]
 
 
 def test_state_lookup_does_not_read_what_the_block_left_out() -> None:

@@ -22,7 +22,7 @@ from tiny_model import make_tiny_model
 
 from themisto.cli import main as themisto_main
 from themisto.evaluation.metrics import score_sample
-from themisto.vocabulary import LM_EVAL_TASKS as TASKS
+from themisto.vocabulary import GROUP_TASKS as TASKS
 from themisto.vocabulary import METRIC_NAMES
 
 REPO = Path(__file__).resolve().parent.parent

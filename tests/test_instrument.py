@@ -119,9 +119,15 @@ def test_the_positive_control_is_detected_as_a_significant_runtime_effect(tmp_pa
     runtime = [r["exact_match"] for r in samples["themisto_output_runtime"]]
     plain = [r["exact_match"] for r in samples["themisto_output"]]
     assert mcnemar(plain, runtime).p_value < 0.05
-    # every answer it gives is the recorded output: it resolves, it does not guess
-    answered = [r for r in samples["themisto_output_runtime"] if r["filtered_resps"] != [""]]
-    assert answered and all(r["filtered_resps"] == [r["doc"]["target"]] for r in answered)
+    # every answer the block changes is the recorded output: it resolves, it does not guess
+    added = from_the_block(samples)
+    assert len(added) >= 6 and all(r["filtered_resps"] == [r["doc"]["target"]] for r in added)
+
+
+def from_the_block(samples: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The control's runtime-arm samples whose answer differs from its plain arm's: what it read in the block."""
+    plain = {r["doc"]["example_id"]: r["filtered_resps"] for r in samples["themisto_output"]}
+    return [r for r in samples["themisto_output_runtime"] if r["filtered_resps"] != plain[r["doc"]["example_id"]]]
 
 
 def test_on_the_committed_build_the_positive_control_never_loses_and_never_guesses(tmp_path: Path) -> None:
@@ -136,9 +142,13 @@ def test_on_the_committed_build_the_positive_control_never_loses_and_never_guess
     )
     differences = paired_exact_match(samples, "themisto_output")
     assert all(d >= 0 for d in differences)
-    answered = [r for r in samples["themisto_output_runtime"] if r["filtered_resps"] != [""]]
-    assert all(r["filtered_resps"] == [r["doc"]["target"]] for r in answered)
-    assert all(r["filtered_resps"] == [""] for r in samples["themisto_output"])
+    added = from_the_block(samples)
+    assert added and all(r["filtered_resps"] == [r["doc"]["target"]] for r in added)
+    # its plain arm is the heuristic's: the block is credited only with what the plain prompt does not give
+    heuristic = eval_samples(
+        "themisto-heuristic", committed, tmp_path / "heuristic", "themisto_output", "--split", "full"
+    )["themisto_output"]
+    assert [r["filtered_resps"] for r in heuristic] == [r["filtered_resps"] for r in samples["themisto_output"]]
 
 
 def test_on_the_committed_test_split_the_positive_control_is_a_significant_runtime_effect(tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ from themisto.evaluation import evaluate, scores
 from themisto.vocabulary import METRIC_NAMES
 
 TASKS = ["themisto_output", "themisto_output_runtime", "themisto_next_cell"]
+# the likelihood arms of output prediction: the callback logs their deltas too
+BPB = ["themisto_output_bpb", "themisto_output_runtime_bpb", "themisto_output_placebo_bpb"]
+BPB_METRICS = ("bits_per_byte", "greedy_match")
 GEN = {"max_gen_toks": 8}
 
 
@@ -124,7 +127,7 @@ def test_a_trainer_logs_themisto_scores_at_every_nth_evaluation(
     )
     probe = ModeProbe()
     callback = ThemistoCallback(
-        trainer, tasks=TASKS, limit=2, every_n_evals=2, data=str(data_dir), gen_kwargs=GEN,
+        trainer, tasks=TASKS + BPB, limit=2, every_n_evals=2, data=str(data_dir), gen_kwargs=GEN,
         output_path=str(tmp_path / "themisto"),
     )  # fmt: skip
     for added in (probe.before(), callback, probe.after()):
@@ -139,7 +142,16 @@ def test_a_trainer_logs_themisto_scores_at_every_nth_evaluation(
         keys = {key for key in entry if key.startswith("themisto/")}
         assert keys == {f"themisto/{t}/{m}" for t in TASKS for m in METRIC_NAMES} | {
             f"themisto/delta/themisto_output/{m}" for m in METRIC_NAMES
+        } | {f"themisto/{t}/{m}" for t in BPB for m in BPB_METRICS} | {
+            f"themisto/delta/{t}/{m}"
+            for t in ("themisto_output_bpb", "themisto_output_placebo_bpb")
+            for m in BPB_METRICS
         }
+        for other in ("themisto_output_bpb", "themisto_output_placebo_bpb"):
+            runtime = entry["themisto/themisto_output_runtime_bpb/bits_per_byte"]
+            assert runtime > 0  # a random model: bits per byte, positive
+            delta = entry[f"themisto/delta/{other}/bits_per_byte"]
+            assert delta == pytest.approx(runtime - entry[f"themisto/{other}/bits_per_byte"])
         for metric in METRIC_NAMES:
             assert 0.0 <= entry[f"themisto/themisto_output/{metric}"] <= 1.0
             delta = entry[f"themisto/themisto_output_runtime/{metric}"] - entry[f"themisto/themisto_output/{metric}"]

@@ -24,8 +24,8 @@ from themisto.evaluation.data import bundled_path, data_location, load_task_data
 from themisto.evaluation.harness import task_manager
 from themisto.evaluation.metrics import score_sample
 from themisto.exceptions import InputError
-from themisto.vocabulary import DATA_ENV, METRIC_NAMES
-from themisto.vocabulary import LM_EVAL_TASKS as TASKS
+from themisto.vocabulary import DATA_ENV, LM_EVAL_GROUPS, LM_EVAL_TASKS, METRIC_NAMES, PLACEBO_TASKS
+from themisto.vocabulary import GROUP_TASKS as TASKS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -42,9 +42,9 @@ def loaded(data_dir: Path) -> dict[str, Any]:
 
 def test_the_task_manager_indexes_only_the_themisto_group_and_tasks(data_dir: Path) -> None:
     manager = task_manager(str(data_dir))
-    assert manager.all_groups == ["themisto"]
-    assert sorted(manager.all_subtasks) == sorted(TASKS)
-    assert set(manager.all_tasks) == {"themisto", *TASKS}  # no built-in task such as gsm8k
+    assert sorted(manager.all_groups) == sorted(LM_EVAL_GROUPS)
+    assert sorted(manager.all_subtasks) == sorted(LM_EVAL_TASKS)
+    assert set(manager.all_tasks) == {*LM_EVAL_GROUPS, *LM_EVAL_TASKS}  # no built-in task such as gsm8k
 
 
 def test_the_group_holds_the_four_tasks_on_their_configs(data_dir: Path, loaded: dict[str, Any]) -> None:
@@ -94,7 +94,16 @@ def test_every_stop_sequence_is_a_header_of_the_real_prompt_format(loaded: dict[
             assert stop in prompt, (name, stop)
 
 
-def test_a_runtime_task_differs_from_its_pair_only_in_data(loaded: dict[str, Any]) -> None:
+@pytest.fixture(scope="module")
+def loaded_placebo(data_dir: Path) -> dict[str, Any]:
+    return task_manager(str(data_dir)).load(list(PLACEBO_TASKS))
+
+
+def test_a_runtime_task_differs_from_its_pair_only_in_data(
+    loaded: dict[str, Any], loaded_placebo: dict[str, Any]
+) -> None:
+    loaded = {"tasks": loaded["tasks"] | loaded_placebo["tasks"]}
+
     def comparable(name: str) -> dict[str, Any]:
         config = loaded["tasks"][name].config.to_dict()
         for key in ("task", "dataset_name", "metadata"):
@@ -103,6 +112,8 @@ def test_a_runtime_task_differs_from_its_pair_only_in_data(loaded: dict[str, Any
 
     for plain in ("themisto_output", "themisto_next_cell"):
         assert comparable(plain) == comparable(plain + "_runtime")
+        # the placebo task too: it is the runtime task on the placebo config
+        assert comparable(plain) == comparable(plain + "_placebo")
         plain_docs = loaded["tasks"][plain].test_docs()
         runtime_docs = loaded["tasks"][plain + "_runtime"].test_docs()
         assert plain_docs["example_id"] == runtime_docs["example_id"]
@@ -248,7 +259,7 @@ def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> 
     env["HF_DATASETS_CACHE"] = str(tmp_path / "cache")
     done = run(str(venv_python), "-c", check, cwd=elsewhere, env=env)
     tasks_line, docs_line = done.stdout.strip().splitlines()[-2:]
-    assert tasks_line == str(sorted(["themisto", *TASKS]))
+    assert tasks_line == str(sorted([*LM_EVAL_GROUPS, *LM_EVAL_TASKS]))
     count, columns = docs_line.split(" ", 1)
     assert int(count) > 0
     for column in ("example_id", "history", "code", "runtime", "runtime_text", "prompt", "target"):

@@ -25,6 +25,9 @@ from themisto.reporting.stats import (
 )
 
 RESAMPLES = 2_000
+# The sections of the paired generative metrics.
+PAIRED = "Runtime vs plain and placebo, every other metric"
+PAIRED_CLUSTERED = "Runtime vs plain and placebo, whole trajectories resampled"
 TASKS = ["themisto_output", "themisto_output_runtime", "themisto_next_cell", "themisto_next_cell_runtime"]
 METRICS = ["exact_match", "exact_match_norm", "rougeL", "chrf"]
 TARGETS = [
@@ -108,6 +111,11 @@ def _table(markdown: str, first_header: str) -> list[dict[str, str]]:
     return rows
 
 
+def _section(markdown: str, title: str) -> str:
+    """The text of one ``## title`` section."""
+    return markdown.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
 def _interval_text(interval: Interval, signed: bool = False) -> str:
     """The report's ``estimate [low, high]`` cell, written out independently."""
     sign = "+" if signed else ""
@@ -188,8 +196,7 @@ def test_scores_table_matches_direct_computation(run_dir: Path, report_run: dict
 def test_runtime_comparison_matches_direct_computation(run_dir: Path, report_run: dict) -> None:
     rows = _table(report_run["stdout"], "model")
     comparisons = {
-        (r["model"], r["tasks"], r["metric"]): r
-        for r in _table(report_run["stdout"].split("## Runtime vs no runtime")[1], "model")
+        (r["model"], r["task"], r["Δ"], r["metric"]): r for r in _table(_section(report_run["stdout"], PAIRED), "model")
     }
     assert len(rows) == 8 and len(comparisons) == 2 * 2 * len(METRICS)
     for base in ("themisto_output", "themisto_next_cell"):
@@ -199,9 +206,9 @@ def test_runtime_comparison_matches_direct_computation(run_dir: Path, report_run
         for metric in METRICS:
             a = _scores(without, metric)
             b = _scores(with_runtime, metric, order)
-            row = comparisons[("tiny/gpt2", f"{base} vs {base}_runtime", metric)]
+            row = comparisons[("tiny/gpt2", base, "runtime − plain", metric)]
             assert row["n"] == str(len(a))
-            assert row["no runtime"] == f"{a.mean():.3f}"
+            assert row["plain / placebo"] == f"{a.mean():.3f}"
             assert row["runtime"] == f"{b.mean():.3f}"
             difference = paired_bootstrap_ci(a, b, resamples=RESAMPLES)
             assert row["Δ [95% CI]"] == _interval_text(difference, signed=True)
@@ -221,9 +228,9 @@ def test_runtime_comparison_matches_direct_computation(run_dir: Path, report_run
             else:
                 assert row["McNemar"] == "–"
     # The model was given a large runtime gain on output prediction only.
-    gain = comparisons[("tiny/gpt2", "themisto_output vs themisto_output_runtime", "exact_match")]
+    gain = comparisons[("tiny/gpt2", "themisto_output", "runtime − plain", "exact_match")]
     assert float(gain["sign-flip p"]) < 0.05
-    null = comparisons[("tiny/gpt2", "themisto_next_cell vs themisto_next_cell_runtime", "exact_match")]
+    null = comparisons[("tiny/gpt2", "themisto_next_cell", "runtime − plain", "exact_match")]
     assert float(null["sign-flip p"]) > 0.05
 
 
@@ -251,19 +258,19 @@ def test_a_filter_is_named_only_where_a_task_was_logged_under_several(
     expected = bootstrap_ci(_scores(strict["themisto_output"], "rougeL"), resamples=100)
     assert rows["themisto_output [strict]"]["n"] == "12"
     assert rows["themisto_output [strict]"]["rougeL"] == _interval_text(expected)
-    comparison = _table(markdown.split("## Runtime vs no runtime")[1], "model")
-    assert {r["tasks"] for r in comparison} == {
-        "themisto_output [answer] vs themisto_output_runtime [answer]",
-        "themisto_output [strict] vs themisto_output_runtime [strict]",
-        "themisto_next_cell vs themisto_next_cell_runtime",
+    comparison = _table(_section(markdown, PAIRED), "model")
+    assert {r["task"] for r in comparison} == {
+        "themisto_output [answer]",
+        "themisto_output [strict]",
+        "themisto_next_cell",
     }
     # Stability is a property of the dataset row: one ceiling row per task, whatever the filters.
-    ceilings = {r["task"]: r for r in _table(markdown, "task")}
+    ceilings = {r["task"]: r for r in _table(_section(markdown, "Determinism ceiling"), "task")}
     assert set(ceilings) == set(TASKS) and ceilings["themisto_output"]["examples"] == "12"
 
 
 def test_determinism_ceiling_counts_stable_targets(report_run: dict) -> None:
-    rows = {r["task"]: r for r in _table(report_run["stdout"], "task")}
+    rows = {r["task"]: r for r in _table(_section(report_run["stdout"], "Determinism ceiling"), "task")}
     # 60 examples (the larger run covers the baseline's 40): stable cycles True, True, False, None.
     assert rows["themisto_output"] == {
         "task": "themisto_output",
@@ -293,7 +300,7 @@ def test_newest_run_wins_and_unpaired_examples_are_left_out(tmp_path: Path, caps
     assert rows["themisto_output"]["n"] == "24" and rows["themisto_output_runtime"]["n"] == "20"
     expected = bootstrap_ci(_scores(newest["themisto_output"], "rougeL"), resamples=200)
     assert rows["themisto_output"]["rougeL"] == _interval_text(expected)
-    comparison = _table(markdown.split("## Runtime vs no runtime")[1], "model")
+    comparison = _table(_section(markdown, PAIRED), "model")
     assert {r["n"] for r in comparison} == {"20"}
     assert "older run ignored" in markdown
     assert "only 20 examples appear in both" in markdown
@@ -353,7 +360,7 @@ def test_samples_without_example_ids_are_reported_but_not_paired(
     assert main(["report", str(tmp_path), "--resamples", "100"]) == 0
     markdown = capsys.readouterr().out
     assert len(_table(markdown, "model")) == 4
-    assert "## Runtime vs no runtime" not in markdown
+    assert f"## {PAIRED}" not in markdown
     assert "not paired, samples lack doc.example_id" in markdown
 
 
@@ -442,11 +449,6 @@ def rich_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"samples": samples, "exec": exec_lines, "markdown": _run_report([str(output)])}
 
 
-def _section(markdown: str, title: str) -> str:
-    """The text of one ``## title`` section."""
-    return markdown.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-
-
 def _parse_interval(cell: str) -> tuple[float, float, float]:
     """``estimate [low, high]`` back to numbers."""
     estimate, rest = cell.split(" [")
@@ -480,16 +482,16 @@ def test_clustered_scores_resample_whole_trajectories_and_are_wider(rich_run: di
 
 def test_clustered_paired_tests_flip_and_resample_whole_trajectories(rich_run: dict) -> None:
     markdown = rich_run["markdown"]
-    iid = {(r["tasks"], r["metric"]): r for r in _table(_section(markdown, "Runtime vs no runtime"), "model")}
-    section = _section(markdown, "Runtime vs no runtime, whole trajectories resampled")
-    clustered = {(r["tasks"], r["metric"]): r for r in _table(section, "model")}
+    iid = {(r["task"], r["Δ"], r["metric"]): r for r in _table(_section(markdown, PAIRED), "model")}
+    section = _section(markdown, PAIRED_CLUSTERED)
+    clustered = {(r["task"], r["Δ"], r["metric"]): r for r in _table(section, "model")}
     assert set(clustered) == set(iid)
     for base in ("themisto_output", "themisto_next_cell"):
         without, with_runtime = rich_run["samples"][base], rich_run["samples"][base + "_runtime"]
         order = [s["doc"]["example_id"] for s in without]
         for metric in METRICS:
             a, b = _scores(without, metric), _scores(with_runtime, metric, order)
-            row = clustered[(f"{base} vs {base}_runtime", metric)]
+            row = clustered[(base, "runtime − plain", metric)]
             assert row["trajectories"] == "6" and row["n"] == "150"
             difference = paired_bootstrap_ci(a, b, clusters=_trajectories(without), resamples=RESAMPLES)
             assert row["Δ [95% CI]"] == _interval_text(difference, signed=True)
@@ -560,8 +562,8 @@ def test_exec_outcomes_are_reported_as_metrics_with_cis_and_paired_tests(rich_ru
             assert clustered[task][metric] == _interval_text(expected) + suffix
     # exec_ok: 3 examples without a line in the no-runtime file; state_match: nulls excluded as well.
     assert scores["themisto_next_cell"]["exec_ok"].endswith("(n=147)")
-    pairs = {(r["tasks"], r["metric"]): r for r in _table(_section(markdown, "Runtime vs no runtime"), "model")}
-    ok = pairs[("themisto_next_cell vs themisto_next_cell_runtime", "exec_ok")]
+    pairs = {(r["task"], r["Δ"], r["metric"]): r for r in _table(_section(markdown, PAIRED), "model")}
+    ok = pairs[("themisto_next_cell", "runtime − plain", "exec_ok")]
     without = _exec_values(rich_run["exec"]["themisto_next_cell"], "exec_ok", list(trajectory))
     with_runtime = _exec_values(rich_run["exec"]["themisto_next_cell_runtime"], "exec_ok", list(trajectory))
     common = [i for i in (s["doc"]["example_id"] for s in rich_run["samples"]["themisto_next_cell"]) if i in without]
@@ -602,12 +604,12 @@ def test_mde_section_lists_each_split_evaluated(tmp_path: Path) -> None:
     write_run(tmp_path / "test", "hf", "pretrained=m", _model_samples(9, 40, HIT_RATES_MODEL), split="test")
     write_run(tmp_path / "full", "hf", "pretrained=m", _model_samples(10, 90, HIT_RATES_MODEL), split="full")
     markdown = _run_report([str(tmp_path)])
-    rows = _table(_section(markdown, "Minimum detectable effect"), "tasks")
-    assert [(r["tasks"], r["split"], r["pairs"]) for r in rows] == [
-        ("themisto_next_cell vs themisto_next_cell_runtime", "full", "90"),
-        ("themisto_next_cell vs themisto_next_cell_runtime", "test", "40"),
-        ("themisto_output vs themisto_output_runtime", "full", "90"),
-        ("themisto_output vs themisto_output_runtime", "test", "40"),
+    rows = _table(_section(markdown, "Minimum detectable effect"), "task")
+    assert [(r["task"], r["split"], r["pairs"]) for r in rows] == [
+        ("themisto_next_cell", "full", "90"),
+        ("themisto_next_cell", "test", "40"),
+        ("themisto_output", "full", "90"),
+        ("themisto_output", "test", "40"),
     ]
     for row in rows:
         n = int(row["pairs"])
@@ -624,9 +626,9 @@ def test_mde_is_never_zero_when_predictions_do_not_change(tmp_path: Path) -> Non
         samples[base + "_runtime"] = samples[base]
     write_run(tmp_path, "themisto-repeat-last", "", samples)
     markdown = _run_report([str(tmp_path)])
-    for row in _table(_section(markdown, "Runtime vs no runtime"), "model"):
+    for row in _table(_section(markdown, PAIRED), "model"):
         assert (row["disagree"], row["MDE"], row["Δ [95% CI]"]) == ("0.000", "–", "+0.000 [0.000, 0.000]")
-    for row in _table(_section(markdown, "Minimum detectable effect"), "tasks"):
+    for row in _table(_section(markdown, "Minimum detectable effect"), "task"):
         assert row["split"] == "test" and row["at 10%"] == f"{disagreement_mde(100, 0.1):.3f}" == "0.088"
 
 
@@ -645,11 +647,15 @@ def test_sections_of_missing_columns_are_omitted_with_a_note(report_run: dict, t
     assert "CIs and tests resampling whole trajectories omitted" in _section(markdown, "Notes")
 
 
-def test_report_opens_with_how_to_read_it(report_run: dict) -> None:
+def test_report_opens_with_what_was_run_then_how_to_read_it(report_run: dict) -> None:
+    # No likelihood task was run: no bits-per-byte section, the reading guide comes first.
     lines = report_run["stdout"].splitlines()
-    assert lines[:3] == ["# Themisto report", "", "## How to read this"]
+    assert lines[:2] == ["# Themisto report", ""]
+    assert lines[2].startswith("Split `test` · build not logged · 2,000 bootstrap resamples, seed 0")
+    assert lines[3:5] == ["", "## How to read this"]
+    assert "## Bits per byte" not in report_run["stdout"]
     how_to = _section(report_run["stdout"], "How to read this")
-    assert f"{RESAMPLES:,} resamples" in how_to and "minimum detectable effect" in how_to
+    assert "MDE" in how_to and "design effect" in how_to and "placebo" in how_to
 
 
 def test_plot_leads_with_the_paired_difference_and_shows_zeros(tmp_path: Path) -> None:
@@ -665,15 +671,17 @@ def test_plot_leads_with_the_paired_difference_and_shows_zeros(tmp_path: Path) -
     figure = report_figure(report)
     panels = [ax for ax in figure.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == [
-        "runtime − no runtime: exact_match_norm",
+        "Δ exact_match_norm: runtime − plain, runtime − placebo",
+        "exact_match (strict)",
         "exact_match_norm",
         "rougeL",
         "chrf",
     ]
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in panels)
     assert len(figure.legends) == 1 and all(ax.get_legend() is None for ax in panels)
-    models = [text.get_text() for text in figure.legends[0].get_texts()]
-    assert sorted(models) == ["gain", "same"]
+    labels = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert sorted(labels) == ["determinism ceiling", "gain", "same"]  # the docs' `stable` gives a ceiling
+    models = [label for label in labels if label in ("gain", "same")]
     # The zero differences of "same" are drawn: a marker at 0 for each task pair, not clipped.
     markers = dict(zip(models, (line for line in panels[0].get_lines() if line.get_marker() == "D")))
     assert list(markers["same"].get_ydata()) == [0.0, 0.0] and not markers["same"].get_clip_on()
@@ -700,7 +708,7 @@ def test_an_outcome_excluded_everywhere_gets_no_column_or_panel(tmp_path: Path) 
     panels = {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
     assert "state_match" not in panels
     shown = [label.get_text() for label in panels["exec_ok"].get_xticklabels()]
-    assert shown == ["themisto_next_cell", "themisto_next_cell_runtime"]
+    assert shown == ["next_cell", "next_cell_runtime"]
 
 
 def test_same_seed_same_report_and_another_seed_another(tmp_path: Path) -> None:

@@ -5,16 +5,18 @@
     from themisto.integrations import ThemistoCallback
 
     trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=val, processing_class=tokenizer)
-    trainer.add_callback(ThemistoCallback(trainer, tasks=["themisto_output", "themisto_output_runtime"], limit=50))
+    trainer.add_callback(ThemistoCallback(trainer, tasks=["themisto_bpb"], limit=50))
     trainer.train()
 
 After every evaluation of the trainer (every ``every_n_evals``-th), the callback
-scores the model being trained on the chosen Themisto tasks and logs
-``themisto/<task>/<metric>`` and ``themisto/delta/<task>/<metric>`` (runtime
-minus no runtime) through ``trainer.log``, so they reach ``state.log_history``
-and every logger the trainer reports to (TensorBoard, W&B, ...). The callback
-holds the trainer, as callbacks that log do (a callback is not otherwise given
-it). This module imports transformers; :func:`scores` alone needs only lm-eval.
+scores the model being trained on the chosen Themisto tasks (here the likelihood
+group ``themisto_bpb``: bits per byte of the gold target, a continuous score) and
+logs ``themisto/<task>/<metric>`` and ``themisto/delta/<task>/<metric>`` (runtime
+minus no runtime; runtime minus placebo under the placebo task's name, e.g.
+``themisto/delta/themisto_output_placebo_bpb/bits_per_byte``) through
+``trainer.log``, so they reach ``state.log_history`` and every logger the
+trainer reports to (TensorBoard, W&B, ...). The callback holds the trainer, as
+callbacks that log do (a callback is not otherwise given it). This module imports transformers; :func:`scores` alone needs only lm-eval.
 """
 
 from __future__ import annotations

@@ -7,16 +7,20 @@ spelled. It imports nothing, so the CLI can build its parser from it cheaply.
 
 from __future__ import annotations
 
-# The two tasks, each built with and without the runtime block.
+# The two tasks, each built with and without the runtime block, and with a placebo block.
 OUTPUT_PREDICTION = "output_prediction"
 NEXT_CELL_PREDICTION = "next_cell_prediction"
 TASKS = (OUTPUT_PREDICTION, NEXT_CELL_PREDICTION)
 
 # A task's config with the runtime block is its name plus this suffix.
 RUNTIME_SUFFIX = "_runtime"
+# The placebo arm: the runtime prompt with the runtime block of another step (wrong information, same format).
+PLACEBO_SUFFIX = "_placebo"
+# The arms of a task, each a config and an lm-eval task: plain, runtime, placebo.
+ARM_SUFFIXES = ("", RUNTIME_SUFFIX, PLACEBO_SUFFIX)
 # The config of the raw trajectory steps.
 TRAJECTORIES = "trajectories"
-TASK_CONFIGS = tuple(name for task in TASKS for name in (task, task + RUNTIME_SUFFIX))
+TASK_CONFIGS = tuple(task + arm for task in TASKS for arm in ARM_SUFFIXES)
 CONFIG_NAMES = (TRAJECTORIES, *TASK_CONFIGS)
 DEFAULT_CONFIG = OUTPUT_PREDICTION
 
@@ -28,16 +32,25 @@ TRAJECTORY_SPLIT = "full"
 LM_EVAL_GROUP = "themisto"
 OUTPUT_TASK = "themisto_output"
 NEXT_CELL_TASK = "themisto_next_cell"
-LM_EVAL_TASKS = {
-    OUTPUT_TASK: OUTPUT_PREDICTION,
-    OUTPUT_TASK + RUNTIME_SUFFIX: OUTPUT_PREDICTION + RUNTIME_SUFFIX,
-    NEXT_CELL_TASK: NEXT_CELL_PREDICTION,
-    NEXT_CELL_TASK + RUNTIME_SUFFIX: NEXT_CELL_PREDICTION + RUNTIME_SUFFIX,
-}
+_TASK_OF_LM_EVAL = {OUTPUT_TASK: OUTPUT_PREDICTION, NEXT_CELL_TASK: NEXT_CELL_PREDICTION}
+# The generative tasks of the group (plain and runtime of both tasks) and the two placebo ones beside it.
+GROUP_TASKS = {name + arm: task + arm for name, task in _TASK_OF_LM_EVAL.items() for arm in ARM_SUFFIXES[:2]}
+PLACEBO_TASKS = {name + PLACEBO_SUFFIX: task + PLACEBO_SUFFIX for name, task in _TASK_OF_LM_EVAL.items()}
+# The likelihood tasks: bits per byte of the target under each arm's prompt, in the group ``themisto_bpb``.
+BPB_SUFFIX = "_bpb"
+BPB_GROUP = "themisto_bpb"
+BPB_TASKS = {name + arm + BPB_SUFFIX: task + arm for name, task in _TASK_OF_LM_EVAL.items() for arm in ARM_SUFFIXES}
+# Every lm-eval task of the folder and the dataset config it reads.
+LM_EVAL_TASKS = {**GROUP_TASKS, **PLACEBO_TASKS, **BPB_TASKS}
+LM_EVAL_GROUPS = (LM_EVAL_GROUP, BPB_GROUP)
 # The filter every task applies to a response (unwrap a fenced answer); results are keyed "<metric>,answer".
 ANSWER_FILTER = "answer"
 # The pairs of tasks that differ only by the runtime block: (without, with).
 TASK_PAIRS = tuple((task, task + RUNTIME_SUFFIX) for task in (OUTPUT_TASK, NEXT_CELL_TASK))
+# The likelihood tasks' per-sample metrics: [loglikelihood in nats, target UTF-8 bytes] (lm-eval's
+# ``bits_per_byte`` convention; bits/byte = -ll / bytes / ln 2), and whether the target is the greedy answer.
+BPB_METRIC = "bits_per_byte"
+GREEDY_METRIC = "greedy_match"
 
 # Per-sample metrics, in the order tables show them.
 METRIC_NAMES = ("exact_match", "exact_match_norm", "rougeL", "chrf")
@@ -59,6 +72,9 @@ BASELINES = (
     MAJORITY_BASELINE,
     HEURISTIC_BASELINE,
 )
+# The likelihood control: a compressor's conditional code length of the target as its log-likelihood
+# (loglikelihood requests only, so it runs on the themisto_bpb tasks).
+COMPRESSION_BASELINE = "themisto-compression"
 
 # Category columns of every task config (see themisto.building.categories): the kind of the
 # target step's output and of the step itself; reports break every metric down by them.
@@ -89,17 +105,28 @@ HUB_DATASET_ID = "themisto-bench/themisto"
 
 
 def task_of_config(config: str) -> str:
-    """The task a config belongs to: ``output_prediction_runtime`` -> ``output_prediction``."""
-    return config.removesuffix(RUNTIME_SUFFIX)
+    """The task a config belongs to: ``output_prediction_runtime`` (or ``_placebo``) -> ``output_prediction``."""
+    return config.removesuffix(RUNTIME_SUFFIX).removesuffix(PLACEBO_SUFFIX)
+
+
+def arm_of(name: str) -> str:
+    """The arm of a config or lm-eval task, one of ARM_SUFFIXES: ``themisto_output_placebo_bpb`` -> ``_placebo``."""
+    stem = name.removesuffix(BPB_SUFFIX)
+    return next((arm for arm in ARM_SUFFIXES[1:] if stem.endswith(arm)), "")
 
 
 def is_runtime(name: str) -> bool:
     """Whether a config or lm-eval task is the variant with the runtime block."""
-    return name.endswith(RUNTIME_SUFFIX)
+    return arm_of(name) == RUNTIME_SUFFIX
 
 
 # Dataset columns that sort examples into categories; the report breaks every metric down by them.
 CATEGORY_COLUMNS = ("output_kind", "step_kind")
+# The dataset column that says whether the target holds a token found in the runtime block and nowhere in
+# the plain prompt (the same in every arm of an example): the stratum where only the block can help.
+RUNTIME_ONLY_COLUMN = "runtime_only"
+# The placebo configs' column naming the step whose state the placebo block shows (null elsewhere).
+PLACEBO_OF_COLUMN = "placebo_of"
 # The dataset column naming the earlier example a row repeats (null when it repeats none).
 DUPLICATE_COLUMN = "duplicate_of"
 

@@ -66,3 +66,12 @@ def unfence_answers(resps: Iterable[str], docs: Iterable[dict[str, Any]]) -> lis
 def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
     """Score the (filtered) answer against the row's target."""
     return score_sample(results[0], doc["target"])
+
+
+def process_loglikelihood(doc: dict[str, Any], results: list[tuple[float, bool]]) -> dict[str, Any]:
+    """A likelihood task's sample: ``[loglikelihood, target bytes]`` for lm-eval's ``bits_per_byte``, and greedy_match.
+
+    The same with or without the package: it needs only the row and lm-eval's (loglikelihood, is_greedy).
+    """
+    loglikelihood, is_greedy = results[0]
+    return {"bits_per_byte": (loglikelihood, len(doc["target"].encode("utf-8"))), "greedy_match": int(is_greedy)}

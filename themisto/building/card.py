@@ -258,7 +258,12 @@ the runtime state in the prompt:
 
 The paired configs (`X` and `X_runtime`) hold the same example ids, and the two
 prompts of a pair are identical except for the runtime block (`runtime_text`),
-so any score difference is due to the runtime state alone.
+so any score difference is due to the runtime state alone. The placebo configs
+(`X_placebo`, same ids) hold the runtime prompt with the runtime block of
+another step (`placebo_of`): the same format and a comparable length, but wrong
+information, preferably a stale state of the same trajectory in which a variable
+the cell reads differs. Runtime − placebo is the effect of what the block says,
+placebo − plain that of there being a block.
 
 ```python
 from datasets import load_dataset
@@ -345,13 +350,14 @@ without variables says so.
 
 Task configs:
 
-- `example_id` (string): `<trajectory_id>/<step>`, the same in both configs of a pair
+- `example_id` (string): `<trajectory_id>/<step>`, the same in every config of a task
 - `trajectory_id` (string), `step` (int64): the step being predicted
 - `history` (list of `{{code, output}}`): earlier executions of the trajectory, oldest first; a kernel
   restart is a cell with code `# --- kernel restarted ---` and empty output
 - `history_dropped` (int64): older history cells left out by the context budget
 - `code` (string): the target cell's code for output prediction; empty for next cell prediction
-- `runtime` (list of variables, fields below): the state before the step; empty in the configs without runtime
+- `runtime` (list of variables, fields below): the state before the step (in `X_placebo`: the placebo
+  state); empty in the configs without runtime
 - `memory_bytes_before` (int64, nullable): kernel memory before the step; null without runtime and
   after a restart
 - `execution_time_before` (float64, nullable): seconds the previous step of the live kernel took; null
@@ -373,6 +379,12 @@ Task configs:
 - `duplicate_of` (string, nullable): the `example_id` of the first earlier example of the same split and
   trajectory with the same (`code`, `target`) pair, else null; drop the rows where it is set to score
   each distinct question once
+- `runtime_only` (bool): the target holds a token (a run of word characters) that appears in the
+  runtime block and nowhere in the plain prompt, the same in every config of a task: the examples only
+  the runtime state can help with
+- `placebo_of` (string, nullable): in the placebo configs, the `example_id` of the step whose runtime
+  state the block shows (`runtime`, `memory_bytes_before` and `execution_time_before` are that state's);
+  null elsewhere, and where no other state was known (the placebo block is then the true one)
 
 `trajectories`, one row per recorded step:
 
@@ -385,8 +397,12 @@ A variable (the items of `runtime`, here and in the task configs):
 ## Evaluation
 
 The lm-evaluation-harness tasks `themisto_output`, `themisto_output_runtime`,
-`themisto_next_cell` and `themisto_next_cell_runtime` read the `test` split of
-the matching config and score exact match, ROUGE-L and chrF per example.
+`themisto_next_cell` and `themisto_next_cell_runtime` (and the placebo arms
+`themisto_output_placebo`, `themisto_next_cell_placebo`) read the `test` split
+of the matching config and score exact match, ROUGE-L and chrF per example. The
+likelihood tasks of the group `themisto_bpb` (`themisto_output_bpb`,
+`themisto_output_runtime_bpb`, `themisto_output_placebo_bpb` and the same for
+next cell) score the bits per byte of the target given the prompt.
 
 ## Citation
 

@@ -4,6 +4,7 @@ kind of step it was, and whether an earlier example already asked the same quest
 - :func:`output_kind`: the kind of a step's output, one of :data:`~themisto.vocabulary.OUTPUT_KINDS`.
 - :class:`StepKinds`: the kind of each step of a trajectory, one of :data:`~themisto.vocabulary.STEP_KINDS`.
 - :class:`Duplicates`: the first earlier example of a trajectory with the same (code, target) pair.
+- :func:`runtime_only`: the target holds a token found in the runtime block and nowhere in the plain prompt.
 
 Both tasks of a step carry the same ``output_kind`` and ``step_kind``; ``duplicate_of`` depends on the
 task, as the pair compared is the task's own (code, target).
@@ -144,3 +145,17 @@ class Duplicates:
         if earlier is None:
             self._first[key] = example_id
         return earlier
+
+
+# What counts as a token for runtime_only: a run of word characters (an identifier, a number's digits).
+_TOKEN = re.compile(r"\w+")
+
+
+def runtime_only(target: str, runtime_block: str, plain_prompt: str) -> bool:
+    """Whether ``target`` holds a token that appears in ``runtime_block`` and nowhere in ``plain_prompt``.
+
+    Such a target can be copied from the block and from nothing else a model is shown: the stratum where
+    runtime information is needed, not merely helpful.
+    """
+    only_in_block = set(_TOKEN.findall(runtime_block)) - set(_TOKEN.findall(plain_prompt))
+    return any(token in only_in_block for token in _TOKEN.findall(target))

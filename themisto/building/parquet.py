@@ -1,9 +1,9 @@
 """Materialise a build: every config and split as Parquet, then the dataset card, moved in atomically.
 
-Five configs (see :mod:`themisto.vocabulary`): ``trajectories`` (the raw steps,
-one split ``full``) and the two tasks, each without and with the runtime block
-(``X`` / ``X_runtime``), with splits ``test`` (the sample) and ``full`` (every
-eligible example).
+Seven configs (see :mod:`themisto.vocabulary`): ``trajectories`` (the raw steps,
+one split ``full``) and the two tasks, each without the runtime block, with it
+and with a placebo block (``X`` / ``X_runtime`` / ``X_placebo``), with splits
+``test`` (the sample) and ``full`` (every eligible example).
 
 ``datasets`` 4 and later refuse loading scripts, so :func:`build_dataset`
 writes every split as ``<folder>/<config>/<split>-<hash>.parquet`` plus a
@@ -21,7 +21,7 @@ entry, while an identical rebuild keeps its names (and its cache).
 
 :func:`build_dataset` reads the trajectories twice: selection
 (:func:`themisto.building.tasks.select`), then one pass of
-:func:`themisto.building.tables.iter_tables` whose Arrow tables of all nine
+:func:`themisto.building.tables.iter_tables` whose Arrow tables of all thirteen
 splits stream straight into ``pyarrow`` Parquet writers with the configs' own
 schemas (``load_dataset`` sees the same features), in row groups of a fixed
 number of rows.
@@ -210,7 +210,7 @@ def _build_locked(
         }
         try:
             written = 0
-            for piece in iter_tables(paths, chosen, selection.max_context_chars, render):
+            for piece in iter_tables(paths, chosen, selection.max_context_chars, render, selection.seed):
                 writers[piece.config, piece.split].write(piece.table)
                 if piece.config == TRAJECTORIES and progress is not None:  # one trajectories piece per batch of steps
                     written += len(piece.table)

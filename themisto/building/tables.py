@@ -4,8 +4,10 @@
 has chosen the examples) and yields, batch after batch of steps, a table piece for
 every config and split. Rows are never encoded one by one: a batch's columns are
 collected as plain lists and turned into Arrow arrays once, and the columns the
-four task configs have in common (ids, history, targets, the runtime state) are
-built once for all of them. Memory is bounded by one batch, whatever the size of
+six task configs have in common (ids, history, targets, the runtime state) are
+built once for all of them. The placebo configs show the state
+:class:`~themisto.building.placebo.PlaceboStates` chooses for each step, rendered
+as the step's own runtime block would be. Memory is bounded by one batch, whatever the size of
 the input.
 
 Every table has exactly the Arrow schema of its config's ``datasets.Features``
@@ -25,12 +27,23 @@ from typing import Any, NamedTuple
 import datasets
 import pyarrow as pa
 
-from themisto.building.categories import Duplicates
+from themisto.building.categories import Duplicates, runtime_only
+from themisto.building.placebo import KernelState, PlaceboStates, state_before
 from themisto.building.prompts import RenderOptions, render_pairs
-from themisto.building.tasks import Selection, StepContext, iter_contexts
+from themisto.building.tasks import Example, Selection, StepContext, iter_contexts
 from themisto.exceptions import InputError
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
-from themisto.vocabulary import RUNTIME_SUFFIX, SPLITS, TASKS, TRAJECTORIES, TRAJECTORY_SPLIT, task_of_config
+from themisto.vocabulary import (
+    PLACEBO_OF_COLUMN,
+    PLACEBO_SUFFIX,
+    RUNTIME_ONLY_COLUMN,
+    RUNTIME_SUFFIX,
+    SPLITS,
+    TASKS,
+    TRAJECTORIES,
+    TRAJECTORY_SPLIT,
+    task_of_config,
+)
 
 # per task and split: the example ids in it
 SplitIds = dict[str, dict[str, set[str]]]
@@ -82,6 +95,8 @@ TASK_FEATURES = datasets.Features(
         "output_kind": datasets.Value("string"),
         "step_kind": datasets.Value("string"),
         "duplicate_of": datasets.Value("string"),
+        RUNTIME_ONLY_COLUMN: datasets.Value("bool"),
+        PLACEBO_OF_COLUMN: datasets.Value("string"),
     }
 )
 
@@ -132,7 +147,7 @@ class TablePiece(NamedTuple):
 
 
 class _TaskColumns:
-    """The columns of one batch of task examples, shared by the four task configs."""
+    """The columns of one batch of task examples, shared by the six task configs."""
 
     def __init__(self, render: RenderOptions, splits: SplitIds, duplicates: dict[tuple[str, str], Duplicates]) -> None:
         self.render = render
@@ -151,10 +166,25 @@ class _TaskColumns:
         self.target_is_error: list[bool] = []
         self.output_kinds: list[str] = []
         self.step_kinds: list[str] = []
-        # per task: code, target, runtime_text, prompt without and with runtime
+        # the placebo state of each step (see themisto.building.placebo); placebo_of is null without one
+        self.placebo_runtime: list[list[dict[str, Any]]] = []
+        self.placebo_memory: list[int | None] = []
+        self.placebo_execution: list[float | None] = []
+        self.placebo_of: list[str | None] = []
+        # per task: code, target, runtime_text, prompt without and with runtime, placebo block and prompt
         self.by_task: dict[str, dict[str, list[str]]] = {
-            task: {"code": [], "target": [], "runtime_text": [], "plain": [], "with_runtime": []} for task in TASKS
+            task: {
+                "code": [],
+                "target": [],
+                "runtime_text": [],
+                "plain": [],
+                "with_runtime": [],
+                "placebo_text": [],
+                "with_placebo": [],
+            }
+            for task in TASKS
         }
+        self.runtime_only: dict[str, list[bool]] = {task: [] for task in TASKS}
         # per task, as the target's stability differs: an output may not reproduce, code always does
         self.stable: dict[str, list[bool | None]] = {task: [] for task in TASKS}
         # per task and split: the earlier example of the split with the same (code, target)
@@ -163,10 +193,20 @@ class _TaskColumns:
     def __len__(self) -> int:
         return len(self.example_ids)
 
-    def add(self, context: StepContext, runtime_rows: list[dict[str, Any]]) -> None:
-        """Add the examples of one step; ``runtime_rows`` is the state before it as variable rows."""
+    def add(self, context: StepContext, runtime_rows: list[dict[str, Any]], placebo: KernelState | None) -> None:
+        """Add the examples of one step; ``runtime_rows`` is the state before it as variable rows.
+
+        ``placebo`` is the state its placebo block shows (None: none other known, the block is the true one).
+        """
         examples = [context.example(task) for task in TASKS]
         pairs = render_pairs(examples, self.render)
+        # the same examples holding the placebo state: rendered alike, they differ from the runtime prompt
+        # in the block alone
+        placebos = render_pairs([_with_state(e, placebo) for e in examples], self.render) if placebo else pairs
+        self.placebo_runtime.append(placebo.rows if placebo else runtime_rows)
+        self.placebo_memory.append(placebo.memory_bytes if placebo else examples[0].memory_bytes_before)
+        self.placebo_execution.append(placebo.execution_time if placebo else examples[0].execution_time_before)
+        self.placebo_of.append(placebo.example_id if placebo else None)
         step = context.step
         self.example_ids.append(context.example_id)
         self.trajectory_ids.append(step.trajectory_id)
@@ -181,7 +221,7 @@ class _TaskColumns:
         self.target_is_error.append(examples[0].target_is_error)
         self.output_kinds.append(examples[0].output_kind)
         self.step_kinds.append(examples[0].step_kind)
-        for example, pair in zip(examples, pairs, strict=True):
+        for example, pair, placebo_pair in zip(examples, pairs, placebos, strict=True):
             self.stable[example.task].append(example.stable)
             columns = self.by_task[example.task]
             columns["code"].append(example.code)
@@ -189,6 +229,11 @@ class _TaskColumns:
             columns["runtime_text"].append(pair.runtime_text)
             columns["plain"].append(pair.without_runtime)
             columns["with_runtime"].append(pair.with_runtime)
+            columns["placebo_text"].append(placebo_pair.runtime_text)
+            columns["with_placebo"].append(placebo_pair.with_runtime)
+            self.runtime_only[example.task].append(
+                runtime_only(example.target, pair.runtime_text, pair.without_runtime)
+            )
             for split, ids in self.splits[example.task].items():
                 earlier = None
                 if example.example_id in ids:
@@ -231,32 +276,57 @@ class _TaskColumns:
             "memory_bytes_before": pa.array(self.memory_before, pa.int64()),
             "execution_time_before": pa.array(self.execution_before, pa.float64()),
         }
+        with_placebo = {
+            "runtime": pa.array(self.placebo_runtime, runtime_type),
+            "memory_bytes_before": pa.array(self.placebo_memory, pa.int64()),
+            "execution_time_before": pa.array(self.placebo_execution, pa.float64()),
+            PLACEBO_OF_COLUMN: pa.array(self.placebo_of, pa.string()),
+        }
+        no_placebo = {PLACEBO_OF_COLUMN: pa.nulls(count, pa.string())}
         tables = {}
         for task, columns in self.by_task.items():
             per_task = {name: pa.array(columns[name], pa.string()) for name in ("code", "target")}
             per_task["stable"] = pa.array(self.stable[task], pa.bool_())
             per_task["duplicate_of"] = pa.array(self.duplicate_of[task]["full"], pa.string())
-            plain = {**shared, **per_task, **without_runtime, "prompt": pa.array(columns["plain"], pa.string())}
-            runtime = {
-                **shared,
-                **per_task,
-                **with_runtime,
-                "runtime_text": pa.array(columns["runtime_text"], pa.string()),
-                "prompt": pa.array(columns["with_runtime"], pa.string()),
+            per_task[RUNTIME_ONLY_COLUMN] = pa.array(self.runtime_only[task], pa.bool_())
+            arms = {
+                task: {**without_runtime, **no_placebo, "prompt": pa.array(columns["plain"], pa.string())},
+                task + RUNTIME_SUFFIX: {
+                    **with_runtime,
+                    **no_placebo,
+                    "runtime_text": pa.array(columns["runtime_text"], pa.string()),
+                    "prompt": pa.array(columns["with_runtime"], pa.string()),
+                },
+                task + PLACEBO_SUFFIX: {
+                    **with_placebo,
+                    "runtime_text": pa.array(columns["placebo_text"], pa.string()),
+                    "prompt": pa.array(columns["with_placebo"], pa.string()),
+                },
             }
-            tables[task] = pa.Table.from_pydict({name: plain[name] for name in schema.names}, schema=schema)
-            tables[task + RUNTIME_SUFFIX] = pa.Table.from_pydict(
-                {name: runtime[name] for name in schema.names}, schema=schema
-            )
+            for config, own in arms.items():
+                table = {**shared, **per_task, **own}
+                tables[config] = pa.Table.from_pydict({name: table[name] for name in schema.names}, schema=schema)
         return tables
 
 
+def _with_state(example: Example, state: KernelState) -> Example:
+    """``example`` with ``state`` as the runtime state before its step."""
+    return dataclasses.replace(
+        example,
+        runtime=state.variables,
+        memory_bytes_before=state.memory_bytes,
+        execution_time_before=state.execution_time,
+        runtime_changed=state.changed,
+    )
+
+
 def iter_tables(
-    paths: Sequence[Path], chosen: Selection, max_context_chars: int, render: RenderOptions
+    paths: Sequence[Path], chosen: Selection, max_context_chars: int, render: RenderOptions, seed: int = 0
 ) -> Iterator[TablePiece]:
     """Every config and split of a build as table pieces, in trajectory order, in one pass.
 
-    ``chosen`` is the outcome of :func:`themisto.building.tasks.select` over the same ``paths``.
+    ``chosen`` is the outcome of :func:`themisto.building.tasks.select` over the same ``paths``;
+    ``seed`` draws the placebo states.
     """
     splits: SplitIds = {
         task: {"test": set(chosen.tasks[task].test), "full": set(chosen.tasks[task].full)} for task in TASKS
@@ -265,14 +335,17 @@ def iter_tables(
     duplicates = {(task, split): Duplicates() for task in TASKS for split in SPLITS}
     steps: list[dict[str, Any]] = []
     examples = _TaskColumns(render, splits, duplicates)
+    placebos = PlaceboStates(seed, render.max_runtime_chars)
     previous: dict[str, Any] | None = None  # the trajectory row of the previous step
     count = 0
     for count, context in enumerate(iter_contexts(paths, max_context_chars), 1):  # noqa: B007 (read after the loop)
         row = trajectory_row(context.step)
+        # the state before the step is the previous step's snapshot, already converted for its own row
+        before = previous["runtime"] if context.before is not None and previous is not None else []
+        state = state_before(context, before)
         if context.example_id in eligible:
-            # the state before the step is the previous step's snapshot, already converted for its own row
-            before = previous["runtime"] if context.before is not None and previous is not None else []
-            examples.add(context, before)
+            examples.add(context, before, placebos.choose(context, state))
+        placebos.add(state)
         steps.append(row)
         previous = row
         if len(steps) == BATCH_ROWS:

@@ -408,7 +408,7 @@ class VariableChanges:
         self._state_hash = step.state_hash
         last = {}
         for variable in step.runtime:
-            description = _description(variable)
+            description = variable_description(variable)
             known = self._last.get(variable.name)
             last[variable.name] = known if known is not None and known[0] == description else (description, step.step)
         self._last = last
@@ -418,7 +418,7 @@ class VariableChanges:
         return [self._last[variable.name][1] for variable in variables]
 
 
-def _description(variable: Variable) -> tuple[object, ...]:
+def variable_description(variable: Variable) -> tuple[object, ...]:
     """What the snapshot says of a variable, its name aside."""
     return (variable.type, variable.size_bytes, variable.shape, variable.len, variable.repr, variable.repr_failed)
 

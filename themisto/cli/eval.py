@@ -17,7 +17,7 @@ import time
 
 from themisto.cli.options import add_data_argument
 from themisto.exceptions import InputError
-from themisto.vocabulary import BASELINES, LM_EVAL_GROUP, SPLITS
+from themisto.vocabulary import BASELINES, BPB_GROUP, COMPRESSION_BASELINE, LM_EVAL_GROUP, SPLITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="evaluate a model or a baseline on the Themisto tasks through lm-evaluation-harness",
         description=(
             "Evaluate a model through lm-evaluation-harness on the Themisto tasks only "
-            f"(the built-in lm-eval tasks are not indexed). Baselines: {', '.join(BASELINES)}."
+            f"(the built-in lm-eval tasks are not indexed). Baselines: {', '.join(BASELINES)}; "
+            f"likelihood control (tasks {BPB_GROUP}): {COMPRESSION_BASELINE}."
         ),
     )
     parser.add_argument(

@@ -12,16 +12,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``report`` subcommand."""
     parser = subparsers.add_parser(
         "report",
-        help="summarise lm-eval sample logs: CIs, paired runtime tests, table and plot",
+        help="summarise lm-eval sample logs: paired bits per byte first, then CIs and paired tests of every metric",
         description=(
             "Read the per-sample logs lm-eval writes with --log_samples --output_path RUN_DIR "
             "(and the exec_samples_<task>.jsonl of themisto exec-score beside them) and print a "
-            "Markdown report: each metric's mean with a bootstrap 95% CI per model and task, "
-            "resampling examples and resampling whole trajectories; for each runtime/no-runtime "
-            "task pair the paired difference with its CIs, sign-flip permutation p-values, "
-            "McNemar's test for 0/1 metrics and the minimum detectable effect (observed and at "
-            "5, 10 and 20% disagreement); every metric by output kind and step kind, and with "
-            "and without duplicate examples."
+            "Markdown report. It leads with the likelihood tasks (themisto_bpb): per task, bits per "
+            "byte of the target under the runtime prompt minus under the plain and under the placebo "
+            "prompt, paired by example id, with 95% CIs resampling examples and whole trajectories, "
+            "the trajectory sign-flip p, the minimum detectable effect with the design effect of the "
+            "trajectories, and the same within the runtime_only stratum. Then each metric's mean with "
+            "its CIs per model and task; for the generative tasks the runtime − plain and runtime − "
+            "placebo differences with sign-flip p-values, McNemar's test for 0/1 metrics and the "
+            "minimum detectable effect; every metric by output kind and step kind, with and without "
+            "duplicate examples, and the determinism ceiling."
         ),
     )
     parser.add_argument(
@@ -35,7 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--plot",
         type=Path,
-        help="write a PNG: the paired runtime-minus-no-runtime difference, then each metric's means, with 95%% CIs",
+        help=(
+            "write a PNG: the paired differences (bits per byte, exact_match_norm) with 95%% CIs and p-values, "
+            "then each metric's means (strict exact_match included) with the floors and the ceiling as lines"
+        ),
     )
     # No defaults here: themisto.reporting.stats owns them, and importing it (numpy) at
     # parser construction would slow down every themisto command.

@@ -9,16 +9,20 @@ They show what the tasks reward without a language model:
   a bare expression naming a variable of the runtime state before the step,
   that variable's recorded repr (what Jupyter would display); otherwise, and
   in the no-runtime and next-cell tasks, the empty string.
-- ``themisto-state-lookup``, the positive control: output prediction only,
-  from the runtime block alone (the row's ``runtime_text``, read back with
-  :func:`~themisto.building.prompts.shown_variables`): when the target cell is
+- ``themisto-state-lookup``, the positive control, which counts only what the
+  runtime block alone holds: in every arm it first answers what the plain
+  prompt allows, ``themisto-heuristic``'s answer; where the row has a runtime
+  block (the row's ``runtime_text``, read back with
+  :func:`~themisto.building.prompts.shown_variables`) and the target cell is
   one expression or ``print`` that the shown variables decide
   (:func:`~themisto.evaluation.state_lookup.resolve`: a bare name whose repr is
   whole, ``len(x)``, ``x.shape``, ``type(x)``, ``x.dtype``, arithmetic and
-  f-strings on recorded values, ...), that output; otherwise the empty
-  string. Without a runtime block it has nothing to read, so any gain of the
-  runtime task over the plain one is the runtime block's doing: the paired
-  test must find it.
+  f-strings on recorded values, ...), it answers that output instead. So its
+  runtime-minus-plain gain is information found in the block and nowhere else
+  in the prompt (a copy of an earlier identical cell's output, which the
+  history shows, is the plain arm's too); a placebo block, another step's
+  state, can only mislead it. Next-cell prediction: the heuristic's answer in
+  every arm.
 - ``themisto-majority``, the floor: the most frequent target among the task's
   requests (the evaluated split, or its first ``--limit`` rows), ties to the
   earliest, for every example.
@@ -194,15 +198,16 @@ class ReprEchoBaseline(_RowBaseline):
 
 @register_model(STATE_LOOKUP_BASELINE)
 class StateLookupBaseline(_RowBaseline):
-    """The positive control: the output the runtime block alone decides, else nothing."""
+    """The positive control: what the plain prompt allows (the heuristic), plus what the block alone decides."""
 
     name = STATE_LOOKUP_BASELINE
 
     def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
-        if next_cell:
-            return ""
+        plain = heuristic_answer(doc, next_cell)
+        if next_cell or not doc["runtime_text"]:
+            return plain
         resolved = resolve(doc["code"], shown_variables(doc["runtime_text"]))
-        return resolved if resolved is not None else ""
+        return resolved if resolved is not None else plain
 
 
 @register_model(MAJORITY_BASELINE)
@@ -228,8 +233,13 @@ class HeuristicBaseline(_RowBaseline):
     name = HEURISTIC_BASELINE
 
     def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
-        cells = executed_cells(doc["history"])
-        return heuristic_next_cell(cells) if next_cell else heuristic_output(doc["code"], cells)
+        return heuristic_answer(doc, next_cell)
+
+
+def heuristic_answer(doc: dict[str, Any], next_cell: bool) -> str:
+    """The heuristic's answer to a row: from its code and history alone, never its runtime block."""
+    cells = executed_cells(doc["history"])
+    return heuristic_next_cell(cells) if next_cell else heuristic_output(doc["code"], cells)
 
 
 def executed_cells(history: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from themisto.evaluation.data import check_split, data_location, tasks_path
 from themisto.exceptions import InputError, short_message
-from themisto.vocabulary import ANSWER_FILTER, LM_EVAL_GROUP, LM_EVAL_TASKS, TASK_PAIRS
+from themisto.vocabulary import (
+    ANSWER_FILTER,
+    BPB_SUFFIX,
+    BPB_TASKS,
+    LM_EVAL_GROUP,
+    LM_EVAL_TASKS,
+    PLACEBO_SUFFIX,
+    TASK_PAIRS,
+)
 
 if TYPE_CHECKING:
     from lm_eval.api.model import LM
@@ -88,6 +96,7 @@ def evaluate(
     from lm_eval.loggers import EvaluationTracker
 
     import themisto.evaluation.baselines  # noqa: F401  registers the baseline models by name
+    import themisto.evaluation.compression  # noqa: F401  registers the likelihood control
 
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     manager = task_manager(data, split)
@@ -128,14 +137,28 @@ def evaluate(
     return results
 
 
+# What lm-eval calls the results of a task without filters (the likelihood tasks).
+NO_FILTER = "none"
+# (runtime task, the task it is compared with), generative and likelihood: plain, then placebo.
+ARM_CONTRASTS = tuple(
+    (runtime + kind, other + kind)
+    for kind in ("", BPB_SUFFIX)
+    for plain, runtime in TASK_PAIRS
+    for other in (plain, plain + PLACEBO_SUFFIX)
+)
+
+
 def scores(results: dict[str, Any], prefix: str = "themisto") -> dict[str, float]:
     """lm-eval results as flat numbers, for a trainer's loggers or a dashboard.
 
-    ``<prefix>/<task>/<metric>`` holds each task's mean (``themisto/themisto_output/exact_match``);
-    ``<prefix>/delta/<task>/<metric>`` the runtime task's mean minus its pair's without runtime
-    (``themisto/delta/themisto_output/exact_match``), present when both tasks were run. With the
-    same ``limit`` both tasks of a pair score the same examples, so this is the paired difference.
-    Standard errors and the group's aggregate are left out.
+    ``<prefix>/<task>/<metric>`` holds each task's mean (``themisto/themisto_output/exact_match``,
+    ``themisto/themisto_output_bpb/bits_per_byte``); ``<prefix>/delta/<task>/<metric>`` the runtime
+    task's value minus its pair's without runtime (``themisto/delta/themisto_output/exact_match``,
+    ``themisto/delta/themisto_output_bpb/bits_per_byte``), present when both tasks were run, and
+    ``<prefix>/delta/<task>_placebo/<metric>`` the runtime task's minus the placebo task's
+    (``themisto/delta/themisto_output_placebo_bpb/bits_per_byte``). With the same ``limit`` the arms
+    of a task score the same examples, so these are paired differences. Standard errors and the
+    group aggregates are left out.
     """
     flat: dict[str, float] = {}
     for task, values in results["results"].items():
@@ -143,14 +166,16 @@ def scores(results: dict[str, Any], prefix: str = "themisto") -> dict[str, float
             continue
         for key, value in values.items():
             metric, _, filter_name = key.partition(",")
-            if filter_name == ANSWER_FILTER and not metric.endswith("_stderr") and isinstance(value, (int, float)):
+            # generative tasks are keyed by their answer filter, likelihood tasks by lm-eval's "none"
+            kept = filter_name == (NO_FILTER if task in BPB_TASKS else ANSWER_FILTER)
+            if kept and not metric.endswith("_stderr") and isinstance(value, (int, float)):
                 flat[f"{prefix}/{task}/{metric}"] = float(value)
-    for plain, runtime in TASK_PAIRS:
+    for runtime, other in ARM_CONTRASTS:
         for key in [key for key in flat if key.startswith(f"{prefix}/{runtime}/")]:
             metric = key.rsplit("/", 1)[1]
-            without = flat.get(f"{prefix}/{plain}/{metric}")
+            without = flat.get(f"{prefix}/{other}/{metric}")
             if without is not None:
-                flat[f"{prefix}/delta/{plain}/{metric}"] = flat[key] - without
+                flat[f"{prefix}/delta/{other}/{metric}"] = flat[key] - without
     return flat
 
 

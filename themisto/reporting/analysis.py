@@ -1,14 +1,19 @@
-"""Scores with bootstrap CIs and paired runtime-vs-none tests, computed from loaded samples.
+"""Scores with bootstrap CIs and paired tests of the runtime arm against the plain and placebo arms.
 
 Every figure comes twice where the data allow: resampling examples, and
 resampling whole trajectories (``doc.trajectory_id``), because examples of one
 trajectory share a notebook, a person and a kernel state and so are not
-independent. Metrics are also broken down by the dataset's category columns
-and computed with and without duplicate examples.
+independent. The runtime arm of a task is compared with its plain arm (no
+runtime block) and its placebo arm (another step's block) on the same
+examples; the headline metric, bits per byte of the likelihood tasks, also
+within the ``runtime_only`` stratum and outside it. Metrics are also broken
+down by the dataset's category columns and computed with and without
+duplicate examples.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,28 +21,51 @@ from pathlib import Path
 import numpy as np
 
 from themisto.exceptions import InputError
-from themisto.reporting.samples import TRAJECTORY_COLUMN, TaskSamples, load_samples
+from themisto.reporting.samples import (
+    PLACEBO,
+    PLAIN,
+    RUNTIME,
+    TRAJECTORY_COLUMN,
+    TaskSamples,
+    is_likelihood_task,
+    load_samples,
+)
 from themisto.reporting.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Interval,
     McNemarResult,
     bootstrap_cis,
+    design_effect,
     disagreement_mde,
     mcnemar,
     minimum_detectable_effect,
     sign_flip_p_value,
 )
-from themisto.vocabulary import BINARY_METRICS, CATEGORY_COLUMNS, DUPLICATE_COLUMN, EXEC_METRICS, RUNTIME_SUFFIX
+from themisto.vocabulary import (
+    BINARY_METRICS,
+    BPB_METRIC,
+    CATEGORY_COLUMNS,
+    DUPLICATE_COLUMN,
+    EXEC_METRICS,
+    GREEDY_METRIC,
+    RUNTIME_ONLY_COLUMN,
+)
 
 # Disagreement rates (share of examples whose 0/1 score differs between the
 # two conditions) at which the report states the minimum detectable effect.
 MDE_RATES = (0.05, 0.10, 0.20)
-# The two rows of the duplicates breakdown.
+# The two rows of the duplicates breakdown; ALL_EXAMPLES also names the whole sample of a comparison.
 ALL_EXAMPLES = "all"
 WITHOUT_DUPLICATES = "without duplicates"
 # A category value for samples whose doc holds null in the category column.
 MISSING_VALUE = "(missing)"
+# The strata of the ``runtime_only`` column (examples whose target holds a token only the runtime block
+# has, and the rest), and the metrics compared within them: the headline and the generative headline.
+RUNTIME_ONLY, REST = RUNTIME_ONLY_COLUMN, "rest"
+STRATUM_METRICS = (BPB_METRIC, "exact_match_norm")
+# The arms the runtime arm is compared with, in the order the report shows them.
+REFERENCE_ARMS = (PLAIN, PLACEBO)
 
 
 @dataclass(frozen=True)
@@ -68,37 +96,61 @@ class CategorySummary:
 
 @dataclass(frozen=True)
 class PairedComparison:
-    """Runtime minus no-runtime scores of one metric, paired by ``doc.example_id``.
+    """The runtime arm's score minus another arm's (plain or placebo) for one metric, paired by ``doc.example_id``.
 
-    ``disagreement`` is the share of pairs whose two scores differ; ``mde`` the
-    minimum detectable effect at this n (for a binary metric at the observed
-    disagreement rate, else from the spread of the differences; ``nan`` when
-    no pair differs). The ``clustered_*`` figures resample and flip whole
-    trajectories (``clusters`` of them), None where trajectories are unknown.
+    ``task`` is the task family (the plain arm's name), ``reference`` the arm
+    subtracted, ``stratum`` the examples compared (all, or those in or out of
+    the ``runtime_only`` stratum). ``disagreement`` is the share of pairs whose
+    two scores differ; ``mde`` the minimum detectable effect at this n (for a
+    binary metric at the observed disagreement rate, else from the spread of
+    the differences; ``nan`` when no pair differs). The ``clustered_*`` figures
+    resample and flip whole trajectories (``clusters`` of them), and
+    ``clustered_mde`` widens a continuous metric's MDE by the ``design_effect``
+    of the trajectories; all None where trajectories are unknown.
     """
 
     model: str
     task: str
+    reference: str
+    reference_task: str
     runtime_task: str
     metric: str
     n: int
-    mean_without: float
-    mean_with: float
+    mean_reference: float
+    mean_runtime: float
     difference: Interval
     p_value: float
     mcnemar: McNemarResult | None
     disagreement: float
     mde: float
+    stratum: str = ALL_EXAMPLES
     clusters: int = 0
     clustered_difference: Interval | None = None
     clustered_p_value: float | None = None
+    clustered_mde: float | None = None
+    design_effect: float | None = None
+
+    @property
+    def contrast(self) -> str:
+        """``runtime − plain`` or ``runtime − placebo``."""
+        return f"{RUNTIME} − {self.reference}"
+
+    @property
+    def quoted_p_value(self) -> float:
+        """The p-value to quote: flipping whole trajectories where they are known."""
+        return self.p_value if self.clustered_p_value is None else self.clustered_p_value
+
+    @property
+    def quoted_difference(self) -> Interval:
+        """The interval to quote: resampling whole trajectories where they are known."""
+        return self.difference if self.clustered_difference is None else self.clustered_difference
 
 
 @dataclass(frozen=True)
 class DetectableEffects:
-    """Minimum detectable effects of a binary metric for one task pair and split, at :data:`MDE_RATES`."""
+    """Minimum detectable effects of a binary metric for one task family and split, at :data:`MDE_RATES`."""
 
-    tasks: str
+    task: str
     split: str
     n: int
     mde: tuple[float, ...]
@@ -136,6 +188,9 @@ class Report:
     detectable: list[DetectableEffects]
     # The category columns found in the samples (the others were omitted with a note).
     category_columns: list[str]
+    # The splits and builds the runs evaluated, as their logs name them (empty where not logged).
+    splits: list[str]
+    builds: list[str]
 
 
 def _clusters(samples: TaskSamples) -> np.ndarray | None:
@@ -145,8 +200,8 @@ def _clusters(samples: TaskSamples) -> np.ndarray | None:
 
 
 def _is_binary(metric: str, values: np.ndarray) -> bool:
-    """Whether a metric is a 0/1 outcome (exact match, an exec outcome) and its values say so."""
-    return metric in (*BINARY_METRICS, *EXEC_METRICS) and bool(np.all(np.isin(values, [0, 1])))
+    """Whether a metric is a 0/1 outcome (exact match, greedy match, an exec outcome) and its values say so."""
+    return metric in (*BINARY_METRICS, GREEDY_METRIC, *EXEC_METRICS) and bool(np.all(np.isin(values, [0, 1])))
 
 
 def _groups_by_mask(matrix: np.ndarray, metrics: list[str]) -> list[tuple[np.ndarray, list[int]]]:
@@ -188,81 +243,91 @@ def _summaries(
     return [result[j] for j in sorted(result)]
 
 
-def _paired_indices(without: TaskSamples, with_runtime: TaskSamples) -> tuple[list[int], list[int]] | None:
-    """Row indices of the examples both tasks scored, aligned by example id."""
-    if None in without.example_ids or None in with_runtime.example_ids:
+def _paired_indices(reference: TaskSamples, runtime: TaskSamples) -> tuple[list[int], list[int]] | None:
+    """Row indices of the examples both tasks scored, aligned by example id (never by position)."""
+    if None in reference.example_ids or None in runtime.example_ids:
         return None
-    for samples in (without, with_runtime):
+    for samples in (reference, runtime):
         if len(set(samples.example_ids)) != len(samples.example_ids):
             raise InputError(f"{samples.source}: duplicate doc.example_id values")
-    position = {example_id: i for i, example_id in enumerate(with_runtime.example_ids)}
-    pairs = [(i, position[e]) for i, e in enumerate(without.example_ids) if e in position]
+    position = {example_id: i for i, example_id in enumerate(runtime.example_ids)}
+    pairs = [(i, position[e]) for i, e in enumerate(reference.example_ids) if e in position]
     return [i for i, _ in pairs], [j for _, j in pairs]
 
 
+@dataclass(frozen=True)
+class _Pairs:
+    """Two arms' scores on the examples both scored, aligned: what every paired figure is computed from."""
+
+    reference: TaskSamples
+    runtime: TaskSamples
+    metrics: list[str]
+    a: np.ndarray  # (pairs, metrics): the reference arm's scores
+    b: np.ndarray  # the runtime arm's scores of the same examples
+    clusters: np.ndarray | None
+    # Per pair the runtime arm's ``runtime_only`` flag (None where unknown); None where the column is absent.
+    runtime_only: list[bool | None] | None
+
+
 def _comparison(
-    without: TaskSamples,
-    with_runtime: TaskSamples,
+    pairs: _Pairs,
     metric: str,
     a: np.ndarray,
     b: np.ndarray,
-    interval: Interval,
+    intervals: tuple[Interval, Interval | None],
     clusters: np.ndarray | None,
-    cluster_interval: Interval | None,
+    stratum: str,
     resamples: int,
     seed: int,
 ) -> PairedComparison:
-    """One metric's paired statistics, given its difference CIs."""
+    """One metric's paired statistics, given its difference CIs (examples, whole trajectories)."""
     differences = b - a
     binary = _is_binary(metric, np.concatenate([a, b]))
     disagreement = float(np.mean(differences != 0))
     if disagreement == 0:
-        mde = float("nan")  # no pair differs: an MDE "at this data" would read 0, as if power were perfect
+        mde = math.nan  # no pair differs: an MDE "at this data" would read 0, as if power were perfect
     elif binary:
         mde = disagreement_mde(len(differences), disagreement)
     else:
         mde = minimum_detectable_effect(differences)
+    clustered_mde = None
+    if clusters is not None:
+        # The design effect widens the spread-based MDE only; a 0/1 metric's MDE comes from its disagreement rate.
+        unusable = binary or disagreement == 0
+        clustered_mde = math.nan if unusable else minimum_detectable_effect(differences, clusters=clusters)
     return PairedComparison(
-        model=without.model,
-        task=without.label,
-        runtime_task=with_runtime.label,
+        model=pairs.reference.model,
+        task=pairs.reference.family,
+        reference=pairs.reference.arm,
+        reference_task=pairs.reference.label,
+        runtime_task=pairs.runtime.label,
         metric=metric,
         n=len(differences),
-        mean_without=float(a.mean()),
-        mean_with=float(b.mean()),
-        difference=interval,
+        mean_reference=float(a.mean()),
+        mean_runtime=float(b.mean()),
+        difference=intervals[0],
         p_value=sign_flip_p_value(differences, resamples=resamples, seed=seed),
         mcnemar=mcnemar(a, b) if binary else None,
         disagreement=disagreement,
         mde=mde,
+        stratum=stratum,
         clusters=0 if clusters is None else len(np.unique(clusters)),
-        clustered_difference=cluster_interval,
+        clustered_difference=intervals[1],
         clustered_p_value=None
         if clusters is None
         else sign_flip_p_value(differences, clusters=clusters, resamples=resamples, seed=seed),
+        clustered_mde=clustered_mde,
+        design_effect=None if clusters is None else design_effect(differences, clusters),
     )
 
 
-def _compare(
-    without: TaskSamples, with_runtime: TaskSamples, resamples: int, seed: int
-) -> tuple[list[PairedComparison], list[str], int]:
-    """Paired runtime-vs-none statistics of every metric the two tasks share, notes, and the number of pairs."""
-    indices = _paired_indices(without, with_runtime)
-    subject = f"{without.model}: {without.label} vs {with_runtime.label}"
-    if indices is None:
-        return [], [f"{subject}: not paired, samples lack doc.example_id"], 0
-    rows_without, rows_with = indices
-    if not rows_without:
-        return [], [f"{subject}: no example in common"], 0
-    notes = []
-    if len(rows_without) < max(len(without.example_ids), len(with_runtime.example_ids)):
-        notes.append(f"{subject}: only {len(rows_without)} examples appear in both")
-    metrics = [m for m in without.scores if m in with_runtime.scores]
-    a_all = np.column_stack([np.asarray(without.scores[m], dtype=np.float64)[rows_without] for m in metrics])
-    b_all = np.column_stack([np.asarray(with_runtime.scores[m], dtype=np.float64)[rows_with] for m in metrics])
-    clusters = _clusters(without)
-    if clusters is not None:
-        clusters = clusters[rows_without]
+def _compare_rows(
+    pairs: _Pairs, rows: np.ndarray, metrics: list[str], stratum: str, resamples: int, seed: int
+) -> list[PairedComparison]:
+    """Paired statistics of the given metrics over the given pairs."""
+    columns_of = [pairs.metrics.index(m) for m in metrics]
+    a_all, b_all = pairs.a[rows][:, columns_of], pairs.b[rows][:, columns_of]
+    clusters = None if pairs.clusters is None else pairs.clusters[rows]
     found: dict[int, PairedComparison] = {}
     for mask, columns in _groups_by_mask(a_all + b_all, metrics):  # nan where either side is excluded
         a, b = a_all[mask][:, columns], b_all[mask][:, columns]
@@ -273,29 +338,73 @@ def _compare(
             cluster_intervals = list(bootstrap_cis(b - a, clusters=group_clusters, resamples=resamples, seed=seed))
         for k, j in enumerate(columns):
             found[j] = _comparison(
-                without,
-                with_runtime,
+                pairs,
                 metrics[j],
                 a[:, k],
                 b[:, k],
-                intervals[k],
+                (intervals[k], cluster_intervals[k]),
                 group_clusters,
-                cluster_intervals[k],
+                stratum,
                 resamples,
                 seed,
             )
-    return [found[j] for j in sorted(found)], notes, len(rows_without)
+    return [found[j] for j in sorted(found)]
+
+
+def _pairs(reference: TaskSamples, runtime: TaskSamples) -> tuple[_Pairs | None, list[str]]:
+    """The two arms' scores aligned by example id, or None with a note on why they cannot be paired."""
+    indices = _paired_indices(reference, runtime)
+    subject = f"{reference.model}: {reference.label} vs {runtime.label}"
+    if indices is None:
+        return None, [f"{subject}: not paired, samples lack doc.example_id"]
+    rows_reference, rows_runtime = indices
+    if not rows_reference:
+        return None, [f"{subject}: no example in common"]
+    notes = []
+    if len(rows_reference) < max(len(reference.example_ids), len(runtime.example_ids)):
+        notes.append(f"{subject}: only {len(rows_reference)} examples appear in both")
+    metrics = [m for m in reference.scores if m in runtime.scores]
+    a = np.column_stack([np.asarray(reference.scores[m], dtype=np.float64)[rows_reference] for m in metrics])
+    b = np.column_stack([np.asarray(runtime.scores[m], dtype=np.float64)[rows_runtime] for m in metrics])
+    clusters = _clusters(reference)
+    # The runtime arm's flag: the stratum is defined by the real runtime block, not the placebo's.
+    flags = runtime.column(RUNTIME_ONLY_COLUMN)
+    runtime_only = None if flags is None else [flags[j] for j in rows_runtime]
+    aligned = _Pairs(
+        reference, runtime, metrics, a, b, None if clusters is None else clusters[rows_reference], runtime_only
+    )
+    return aligned, notes
+
+
+def _compare(
+    reference: TaskSamples, runtime: TaskSamples, resamples: int, seed: int
+) -> tuple[list[PairedComparison], list[str], int]:
+    """Paired statistics of every metric the two arms share (and of the stratum metrics per stratum), notes, pairs."""
+    pairs, notes = _pairs(reference, runtime)
+    if pairs is None:
+        return [], notes, 0
+    count = len(pairs.a)
+    comparisons = _compare_rows(pairs, np.arange(count), pairs.metrics, ALL_EXAMPLES, resamples, seed)
+    stratum_metrics = [m for m in STRATUM_METRICS if m in pairs.metrics]
+    if pairs.runtime_only is not None and stratum_metrics:
+        for stratum, flag in ((RUNTIME_ONLY, True), (REST, False)):
+            rows = np.flatnonzero([value is flag for value in pairs.runtime_only])
+            if len(rows):
+                comparisons += _compare_rows(pairs, rows, stratum_metrics, stratum, resamples, seed)
+    return comparisons, notes, count
 
 
 def _ceilings(all_samples: list[TaskSamples]) -> list[StabilityCeiling]:
-    """Per task, the stable share of the examples any model was scored on.
+    """Per generative task, the stable share of the examples any model was scored on.
 
-    Stability belongs to the dataset row, so the filters of a task share one row.
+    Stability belongs to the dataset row, so the filters of a task share one
+    row; the likelihood tasks read the same rows and bits per byte has no
+    ceiling, so they get none.
     """
     stable_by_task: dict[str, dict[str, bool | None]] = {}
     for samples in all_samples:
         flags = samples.column("stable")
-        if flags is None:
+        if flags is None or is_likelihood_task(samples.task):
             continue
         seen = stable_by_task.setdefault(samples.task, {})
         for row, (example_id, flag) in enumerate(zip(samples.example_ids, flags)):
@@ -350,14 +459,14 @@ def _missing_column_notes(all_samples: list[TaskSamples]) -> tuple[list[str], li
             f"no sample names its {TRAJECTORY_COLUMN} in every doc: CIs and tests resampling whole trajectories omitted"
         )
     found = [c for c in CATEGORY_COLUMNS if any(s.column(c) is not None for s in all_samples)]
-    for column in (*CATEGORY_COLUMNS, DUPLICATE_COLUMN):
+    for column in (*CATEGORY_COLUMNS, DUPLICATE_COLUMN, RUNTIME_ONLY_COLUMN):
         if not any(samples.column(column) is not None for samples in all_samples):
             notes.append(f"the samples' docs have no `{column}` column (a build older than it): its breakdown omitted")
     return found, notes
 
 
 def build_report(run_dirs: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Report:
-    """Scores with bootstrap CIs and paired runtime-vs-none tests for the run folders."""
+    """Scores with bootstrap CIs and paired tests of the runtime arm for the run folders."""
     from threadpoolctl import threadpool_limits
 
     all_samples, notes = load_samples(run_dirs)
@@ -366,6 +475,15 @@ def build_report(run_dirs: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES
     # loaded 2-core machine one thread halved the report's CPU and wall time).
     with threadpool_limits(limits=1, user_api="blas"):
         return _report(run_dirs, all_samples, notes, resamples, seed)
+
+
+def _empty_target_notes(samples: TaskSamples) -> list[str]:
+    """A note where a likelihood task's empty targets (no bytes) were left out of its bits per byte."""
+    values = samples.scores.get(BPB_METRIC)
+    empty = 0 if values is None else int(np.count_nonzero(np.isnan(values)))
+    if not empty:
+        return []
+    return [f"{samples.model}: {samples.label}: {empty} examples with an empty target have no bits per byte; left out"]
 
 
 def _report(
@@ -381,25 +499,26 @@ def _report(
         metrics += [s.metric for s in overall if s.metric not in metrics]
         summaries += overall
         duplicates += _duplicates(samples, overall, resamples, seed)
+        notes += _empty_target_notes(samples)
     if not summaries:  # nothing to tabulate or plot
         listed = ", ".join(str(d) for d in run_dirs)
         raise InputError(f"the sample logs under {listed} hold no scored samples")
-    by_key = {(s.model, s.task, s.filter): s for s in all_samples}
+    by_arm = {(s.model, s.family, s.filter, s.arm): s for s in all_samples}
     comparisons: list[PairedComparison] = []
     pair_sizes: dict[tuple[str, str], set[int]] = {}
-    for samples in all_samples:
-        partner = by_key.get((samples.model, samples.task + RUNTIME_SUFFIX, samples.filter))
-        if partner is None:
-            continue
-        pair_rows, pair_notes, pairs = _compare(samples, partner, resamples, seed)
-        comparisons += pair_rows
-        notes += pair_notes
-        if pairs:
-            tasks = f"{samples.task} vs {partner.task}"
-            pair_sizes.setdefault((tasks, samples.split or "?"), set()).add(pairs)
+    for runtime in (s for s in all_samples if s.arm == RUNTIME):
+        for arm in REFERENCE_ARMS:
+            reference = by_arm.get((runtime.model, runtime.family, runtime.filter, arm))
+            if reference is None:
+                continue
+            pair_rows, pair_notes, pairs = _compare(reference, runtime, resamples, seed)
+            comparisons += pair_rows
+            notes += pair_notes
+            if pairs:
+                pair_sizes.setdefault((runtime.family, runtime.split or "?"), set()).add(pairs)
     detectable = [
-        DetectableEffects(tasks, split, n, tuple(disagreement_mde(n, rate) for rate in MDE_RATES))
-        for (tasks, split), sizes in sorted(pair_sizes.items())
+        DetectableEffects(task, split, n, tuple(disagreement_mde(n, rate) for rate in MDE_RATES))
+        for (task, split), sizes in sorted(pair_sizes.items())
         for n in sorted(sizes)
     ]
     category_columns, column_notes = _missing_column_notes(all_samples)
@@ -419,4 +538,6 @@ def _report(
         duplicates=duplicates,
         detectable=detectable,
         category_columns=category_columns,
+        splits=sorted({s.split for s in all_samples if s.split is not None}),
+        builds=sorted({s.build for s in all_samples if s.build is not None}),
     )

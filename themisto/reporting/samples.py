@@ -11,6 +11,11 @@ own helpers and the newest run of each task in a folder is used. A row names
 its lm-eval filter (``task [filter]``) only when the model's task was logged
 under more than one.
 
+A likelihood task (``*_bpb``) logs ``bits_per_byte`` as lm-eval's pair
+``[loglikelihood in nats, UTF-8 bytes of the target]``; it becomes the
+example's bits per byte, ``-loglikelihood / bytes / ln 2`` (``nan`` for an
+empty target, which has no bytes to divide by).
+
 ``themisto exec-score`` may have written ``exec_samples_<task>.jsonl`` next to
 a task's log: one line per example with ``example_id`` and the 0/1 (or
 true/false) outcomes ``exec_ok``, ``exec_match`` and ``state_match``, null
@@ -31,16 +36,47 @@ from typing import Any
 
 from themisto.exceptions import InputError
 from themisto.jsonl import iter_json_objects
-from themisto.vocabulary import CATEGORY_COLUMNS, DUPLICATE_COLUMN, EXEC_METRICS, EXEC_SAMPLES_PREFIX
+from themisto.vocabulary import (
+    BPB_METRIC,
+    BPB_SUFFIX,
+    CATEGORY_COLUMNS,
+    DUPLICATE_COLUMN,
+    EXEC_METRICS,
+    EXEC_SAMPLES_PREFIX,
+    PLACEBO_SUFFIX,
+    RUNTIME_ONLY_COLUMN,
+    RUNTIME_SUFFIX,
+    arm_of,
+)
 
 # Where ``themisto eval`` and ``evaluate()`` put the split in a task's metadata;
 # the tasks' loader reads ``test`` when it is absent (a plain lm_eval run).
 _SPLIT_KEY = "themisto_split"
 _DEFAULT_SPLIT = "test"
+# Where they put the build evaluated (a folder or a Hub id).
+_DATA_KEY = "themisto_data"
 # The doc fields the report reads besides ``example_id``.
 TRAJECTORY_COLUMN = "trajectory_id"
 STABLE_COLUMN = "stable"
-DOC_COLUMNS = (TRAJECTORY_COLUMN, STABLE_COLUMN, *CATEGORY_COLUMNS, DUPLICATE_COLUMN)
+# Doc columns holding a bool (the others are read as strings).
+_BOOL_COLUMNS = (STABLE_COLUMN, RUNTIME_ONLY_COLUMN)
+DOC_COLUMNS = (TRAJECTORY_COLUMN, STABLE_COLUMN, RUNTIME_ONLY_COLUMN, *CATEGORY_COLUMNS, DUPLICATE_COLUMN)
+# The three arms of a task, named by what the prompt carries.
+PLAIN, RUNTIME, PLACEBO = "plain", "runtime", "placebo"
+
+
+def task_arm(task: str) -> tuple[str, str]:
+    """A task's family (the plain arm's name) and its arm: ``themisto_output_placebo_bpb`` -> (``themisto_output_bpb``, placebo)."""
+    suffix = arm_of(task)
+    likelihood = task.endswith(BPB_SUFFIX)
+    stem = task.removesuffix(BPB_SUFFIX) if likelihood else task
+    family = stem.removesuffix(suffix) + (BPB_SUFFIX if likelihood else "")
+    return family, {RUNTIME_SUFFIX: RUNTIME, PLACEBO_SUFFIX: PLACEBO}.get(suffix, PLAIN)
+
+
+def is_likelihood_task(task: str) -> bool:
+    """Whether a task scores the gold target's likelihood (bits per byte) rather than a generation."""
+    return task.endswith(BPB_SUFFIX)
 
 
 @dataclass
@@ -53,12 +89,14 @@ class TaskSamples:
     source: Path
     # The Themisto split the run evaluated (None when the run left no results file).
     split: str | None = None
+    # The build evaluated, as the run's task metadata names it (None when not logged).
+    build: str | None = None
     example_ids: list[str | None] = field(default_factory=list)
     # Each of DOC_COLUMNS per sample: str values (bool for ``stable``), None where absent.
     docs: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in DOC_COLUMNS})
     # The DOC_COLUMNS at least one doc has (a null value counts: the build has the column).
     present: set[str] = field(default_factory=set)
-    # Per metric, one value per sample; ``nan`` only for an exec metric's excluded examples.
+    # Per metric, one value per sample; ``nan`` for an exec metric's excluded examples and an empty target's bits per byte.
     scores: dict[str, list[float]] = field(default_factory=dict)
     # Set by load_samples when the model's task was logged under several filters.
     filter_shown: bool = False
@@ -67,6 +105,17 @@ class TaskSamples:
     def label(self) -> str:
         """The task name, with ``[filter]`` when the filter tells this row from another."""
         return f"{self.task} [{self.filter}]" if self.filter_shown else self.task
+
+    @property
+    def family(self) -> str:
+        """The task's family (its plain arm's name), with ``[filter]`` as in :attr:`label`."""
+        family = task_arm(self.task)[0]
+        return f"{family} [{self.filter}]" if self.filter_shown else family
+
+    @property
+    def arm(self) -> str:
+        """plain, runtime or placebo."""
+        return task_arm(self.task)[1]
 
     def column(self, name: str) -> list[Any] | None:
         """A doc column's values per sample, or None when no doc has it (a build older than the column)."""
@@ -121,27 +170,43 @@ def _run_info(folder: Path, stamp: str) -> tuple[str, dict[str, Any]]:
     return (model if isinstance(model, str) and model else folder.name), configs
 
 
-def _split(configs: dict[str, Any], task: str) -> str | None:
-    """The Themisto split a task was evaluated on, from its logged config; None when not logged."""
+def _split_and_build(configs: dict[str, Any], task: str) -> tuple[str | None, str | None]:
+    """The Themisto split and build a task was evaluated on, from its logged config; None when not logged."""
     config = configs.get(task)
     if not isinstance(config, dict):
-        return None
+        return None, None
     metadata = config.get("metadata")
-    split = metadata.get(_SPLIT_KEY) if isinstance(metadata, dict) else None
-    return split if isinstance(split, str) else _DEFAULT_SPLIT
+    metadata = metadata if isinstance(metadata, dict) else {}
+    split, build = metadata.get(_SPLIT_KEY), metadata.get(_DATA_KEY)
+    return (split if isinstance(split, str) else _DEFAULT_SPLIT), (build if isinstance(build, str) else None)
+
+
+def _bits_per_byte(value: object, where: str) -> float:
+    """lm-eval's ``[loglikelihood, bytes]`` pair as bits per byte (``nan`` for 0 bytes), or an InputError."""
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+        and value[1] >= 0
+    ):
+        loglikelihood, size = value
+        return math.nan if size == 0 else -loglikelihood / size / math.log(2)
+    raise InputError(f"{where}: metric {BPB_METRIC!r} is {value!r}, not [loglikelihood, bytes]")
 
 
 def _metric_value(record: dict, name: str, where: str) -> float:
     """One per-sample metric value as a float, or an InputError."""
     value = record.get(name)
+    if name == BPB_METRIC:  # only the pair: a bare number could be nats or bits, per byte or in total
+        return _bits_per_byte(value, where)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"{where}: metric {name!r} is {value!r}, not a finite number")
     return float(value)
 
 
 def _doc_value(name: str, value: object) -> Any:
-    """A doc column's value as the report uses it: ``stable`` a bool, the others a string; None otherwise."""
-    if name == STABLE_COLUMN:
+    """A doc column's value as the report uses it: a bool column a bool, the others a string; None otherwise."""
+    if name in _BOOL_COLUMNS:
         return value if isinstance(value, bool) else None
     return None if value is None else str(value)
 
@@ -265,7 +330,7 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[TaskSamples], list[str]
         if not task_samples:
             notes.append(f"no samples in {path}")
         for samples in task_samples:
-            samples.split = _split(configs, task)
+            samples.split, samples.build = _split_and_build(configs, task)
         exec_path = folder / f"{EXEC_SAMPLES_PREFIX}{task}.jsonl"
         if exec_path.is_file():
             notes.extend(_join_exec(exec_path, task_samples))

@@ -8,7 +8,10 @@
   difference, flipping the sign of each example or of each whole cluster.
 - :func:`mcnemar`: McNemar's test for paired binary outcomes (e.g. exact match).
 - :func:`minimum_detectable_effect`: the smallest paired mean difference the
-  observed spread of differences detects with the usual alpha and power.
+  observed spread of differences detects with the usual alpha and power;
+  with clusters, widened by the :func:`design_effect` of the clustering.
+- :func:`clustered_variance_of_mean`, :func:`design_effect`: the variance of a
+  mean when examples come in clusters, and its ratio to the independent one.
 - :func:`disagreement_mde`: the same for a binary metric, from the rate at
   which the two conditions disagree.
 
@@ -355,22 +358,67 @@ def _z_quantiles(alpha: float, power: float) -> tuple[float, float]:
     return normal.inv_cdf(1.0 - alpha / 2.0), normal.inv_cdf(power)
 
 
-def minimum_detectable_effect(differences: ArrayLike, *, alpha: float = 0.05, power: float = 0.8) -> float:
+def clustered_variance_of_mean(values: ArrayLike, clusters: Clusters) -> float:
+    """Variance of the mean of ``values`` when whole clusters are the independent units.
+
+    The mean ``ȳ = ΣT_c / N`` over ``G`` clusters with totals ``T_c`` and sizes
+    ``n_c`` is a ratio estimator; its linearised (sandwich) variance is
+    ``G / (G - 1) * Σ (T_c - ȳ n_c)**2 / N**2``, the cluster-robust variance of
+    an intercept-only regression with the usual ``G / (G - 1)`` small-sample
+    factor. With one example per cluster it is ``s**2 / N``, the independent
+    variance. ``nan`` below 2 clusters.
+    """
+    data = _as_vector(values)
+    totals, sizes = cluster_totals(data, clusters)
+    groups = len(totals)
+    if groups < 2:
+        return math.nan
+    residuals = totals - data.mean() * sizes
+    return float(groups / (groups - 1) * np.sum(residuals**2) / len(data) ** 2)
+
+
+def design_effect(values: ArrayLike, clusters: Clusters) -> float:
+    """How many times the clustering inflates the variance of the mean: clustered over independent variance.
+
+    Kish's design effect, estimated from the data rather than from an assumed
+    intra-cluster correlation: :func:`clustered_variance_of_mean` divided by
+    ``s**2 / N`` (``s`` the sample standard deviation, ddof 1). For clusters
+    of ``m`` equal examples each it is ``(N - 1) / (G - 1)``, about ``m``; for
+    one example per cluster exactly 1; below 1 where clusters differ less
+    than chance would make them. ``nan`` below 2 clusters or without spread.
+    """
+    data = _as_vector(values)
+    if len(data) < 2:
+        return math.nan
+    independent = float(data.var(ddof=1)) / len(data)
+    clustered = clustered_variance_of_mean(data, clusters)
+    if independent == 0.0 or math.isnan(clustered):
+        return math.nan
+    return clustered / independent
+
+
+def minimum_detectable_effect(
+    differences: ArrayLike, *, clusters: Clusters | None = None, alpha: float = 0.05, power: float = 0.8
+) -> float:
     """Smallest true mean paired difference detected with the given power, from the observed spread.
 
     Normal approximation for a two-sided paired test at level ``alpha``:
     ``MDE = (z[1 - alpha/2] + z[power]) * sd(d) / sqrt(n)``, with ``sd`` the
     sample standard deviation (ddof 1) of the paired differences ``d``
-    (about ``2.80 * sd / sqrt(n)`` at alpha 0.05, power 0.8). ``nan`` below 2
-    pairs. Identical differences give 0: for a binary metric use
-    :func:`disagreement_mde`, which does not depend on the observed spread.
+    (about ``2.80 * sd / sqrt(n)`` at alpha 0.05, power 0.8). With
+    ``clusters`` (the trajectory of each difference) the standard error is the
+    clustered one, i.e. the MDE grows by ``sqrt(design_effect(d, clusters))``:
+    examples of one trajectory carry less than independent ones. ``nan`` below
+    2 pairs (or 2 clusters). Identical differences give 0: for a binary metric
+    use :func:`disagreement_mde`, which does not depend on the observed spread.
     """
     data = _as_vector(differences)
     n = len(data)
     if n < 2:
         return math.nan
     z_alpha, z_power = _z_quantiles(alpha, power)
-    return float((z_alpha + z_power) * data.std(ddof=1) / math.sqrt(n))
+    variance = data.var(ddof=1) / n if clusters is None else clustered_variance_of_mean(data, clusters)
+    return float((z_alpha + z_power) * math.sqrt(variance))
 
 
 def disagreement_mde(n: int, disagreement: float, *, alpha: float = 0.05, power: float = 0.8) -> float:

@@ -1,0 +1,123 @@
+"""The placebo arm: for each step, the recorded kernel state of another step, shown in the runtime block's place.
+
+A placebo prompt is the runtime prompt of a step with the runtime block of
+another step: the same format and budget, a comparable length, wrong
+information. So runtime − placebo is the effect of *what the block says*, and
+placebo − plain the effect of there being a block at all.
+
+The state shown is chosen among the distinct states recorded before the step
+(the last :data:`KEPT_STATES` of the build so far; the state before a step is
+the snapshot after the previous one, the empty state of a fresh kernel
+included), in tiers, the first one that has any:
+
+1. a stale state of the same trajectory in which a variable the step's cell
+   reads (the names its code refers to) is described differently, or absent;
+2. another trajectory's state in which such a variable differs;
+3. a stale state of the same trajectory that differs at all;
+4. another trajectory's state that differs at all.
+
+Within the tier, the :data:`CLOSEST` states whose size is nearest the true
+state's (the characters of their variables' names, types and reprs, up to the
+block's budget; recency breaks ties), and empty only if the true state is
+empty, where the tier allows, are the candidates, so the block's length is
+comparable; one of them is drawn with ``random.Random``
+seeded by the build's seed and the example id, so a build is reproducible and
+the draw does not depend on other steps. Both tasks of a step get the same
+state. A step for which no other state is known (the first step of the first
+trajectory) gets no placebo state: its placebo block is its runtime block.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from themisto.building.prompts import referenced_names
+from themisto.building.tasks import StepContext, variable_description
+from themisto.trajectory import Variable
+
+# Distinct states remembered for the choice: enough for a long session's history of states, bounded for memory.
+KEPT_STATES = 64
+# Candidates of a tier, by closeness of their variable count to the true state's.
+CLOSEST = 4
+# The key of the empty state (a fresh kernel), which has no recorded hash.
+_EMPTY = ""
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """A state a runtime block can show: the variables before a step, with the block's header facts."""
+
+    example_id: str  # the step before which the kernel held this state
+    trajectory_id: str
+    key: str  # the state hash, or _EMPTY for a fresh kernel
+    variables: list[Variable]
+    rows: list[dict[str, Any]]  # the variables as rows of the `runtime` column
+    memory_bytes: int | None
+    execution_time: float | None
+    changed: list[int]  # per variable: the step at which it last changed
+    descriptions: dict[str, tuple[object, ...]]  # per variable name: what the state says of it
+
+    def size(self, budget: int) -> int:
+        """About how many characters its runtime block lists: its variables' names, types and reprs, up to ``budget``."""
+        return min(budget, sum(len(v.name) + len(v.type) + len(v.repr) for v in self.variables))
+
+
+def state_before(context: StepContext, rows: list[dict[str, Any]]) -> KernelState:
+    """The state a step's runtime block shows; ``rows`` are its variables as rows of the `runtime` column."""
+    before, step = context.before, context.step
+    if before is None:  # a fresh kernel: no variables, no memory or timing known
+        return KernelState(context.example_id, step.trajectory_id, _EMPTY, [], [], None, None, [], {})
+    return KernelState(
+        example_id=context.example_id,
+        trajectory_id=step.trajectory_id,
+        key=before.state_hash,
+        variables=before.runtime,
+        rows=rows,
+        memory_bytes=before.memory_bytes,
+        execution_time=before.execution_time,
+        changed=context.runtime_changed,
+        descriptions={variable.name: variable_description(variable) for variable in before.runtime},
+    )
+
+
+class PlaceboStates:
+    """The distinct states seen so far in a build, and the placebo state chosen for a step among them."""
+
+    def __init__(self, seed: int, budget: int) -> None:
+        self.seed = seed
+        self.budget = budget  # of the runtime block: sizes beyond it render alike
+        self._states: OrderedDict[str, KernelState] = OrderedDict()  # by key, least recently seen first
+
+    def choose(self, context: StepContext, true: KernelState) -> KernelState | None:
+        """The placebo state of ``context``'s step, whose true state is ``true`` (see the module's tiers)."""
+        reads = referenced_names(context.step.code)
+        differing = [state for state in reversed(self._states.values()) if state.key != true.key]  # newest first
+
+        def misleads(state: KernelState) -> bool:
+            return any(state.descriptions.get(name) != true.descriptions.get(name) for name in reads)
+
+        own = true.trajectory_id
+        tiers = (
+            [s for s in differing if s.trajectory_id == own and misleads(s)],
+            [s for s in differing if s.trajectory_id != own and misleads(s)],
+            [s for s in differing if s.trajectory_id == own],
+            differing,
+        )
+        tier = next((states for states in tiers if states), [])
+        if not tier:
+            return None
+        size = true.size(self.budget)
+        # sorted is stable: among equally close states the most recent come first
+        ranked = sorted(tier, key=lambda s: abs(s.size(self.budget) - size))
+        alike = [s for s in ranked if bool(s.variables) == bool(true.variables)] or ranked
+        return random.Random(f"{self.seed}:placebo:{context.example_id}").choice(alike[:CLOSEST])
+
+    def add(self, state: KernelState) -> None:
+        """Remember ``state`` as the latest of its kind, forgetting the oldest beyond :data:`KEPT_STATES`."""
+        self._states.pop(state.key, None)
+        self._states[state.key] = state
+        if len(self._states) > KEPT_STATES:
+            self._states.popitem(last=False)
