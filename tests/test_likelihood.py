@@ -30,10 +30,16 @@ from themisto.exceptions import InputError
 from themisto.trajectory import Step, Variable, state_hash
 from themisto.vocabulary import (
     BPB_GROUP,
+    BPB_METRIC,
     BPB_TASKS,
+    GREEDY_METRIC,
+    LM_EVAL_TASKS,
     PLACEBO_SUFFIX,
     RUNTIME_SUFFIX,
     TASKS,
+    arm_of,
+    is_runtime,
+    task_of_config,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -232,9 +238,9 @@ def test_lm_eval_scores_bits_per_byte_of_the_tiny_gpt2_as_an_independent_computa
         for record, row in zip(records, rows, strict=True):
             # one request: context = the prompt, continuation = the target, nothing in between
             assert record["arguments"]["gen_args_0"] == {"arg_0": row["prompt"], "arg_1": row["target"]}
-            loglikelihood, size = record["bits_per_byte"]
+            loglikelihood, size = record[BPB_METRIC]
             assert size == len(row["target"].encode("utf-8"))
-            assert record["greedy_match"] in (0, 1)
+            assert record[GREEDY_METRIC] in (0, 1)
             assert record["doc"]["runtime_only"] == row["runtime_only"]
             if len(tokenizer(row["prompt"] + row["target"])["input_ids"]) <= 1024:  # not cut by lm-eval
                 assert loglikelihood == pytest.approx(
@@ -247,6 +253,14 @@ def test_lm_eval_scores_bits_per_byte_of_the_tiny_gpt2_as_an_independent_computa
         greedy = results["results"][task]["greedy_match,none"]
         assert greedy == pytest.approx(sum(r["greedy_match"] for r in records) / len(records))
     assert compared >= 12
+
+
+def test_the_arm_of_a_task_is_its_name() -> None:
+    for name, config in LM_EVAL_TASKS.items():
+        assert arm_of(name) == arm_of(config)  # the task and the config it reads are of one arm
+        assert task_of_config(config) in TASKS
+    assert [arm_of(name) for name in BPB_TASKS] == ["", RUNTIME_SUFFIX, PLACEBO_SUFFIX] * 2
+    assert is_runtime("themisto_output_runtime_bpb") and not is_runtime("themisto_output_placebo")
 
 
 # --- the compression control ----------------------------------------------------------------------------
