@@ -286,8 +286,6 @@ def test_cli_build_all_with_json_runtime_is_reproducible_and_show_prints_the_pai
     shown = capsys.readouterr().out
     plain = rows(tmp_path / "a", "next_cell_prediction", "test")[5]
     assert plain["prompt"] in shown and test[5]["prompt"] in shown and plain["target"] in shown
-    placebo = rows(tmp_path / "a", "next_cell_prediction_placebo", "test")[5]
-    assert placebo["runtime_text"] in shown and f"the state before {placebo['placebo_of']})" in shown
 
 
 def test_bad_input_is_one_line_and_exit_2(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

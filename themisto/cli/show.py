@@ -13,7 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "show",
         help="print both prompts (with and without runtime) and the target of an example",
         description="Print the prompt without runtime, the prompt with runtime, the runtime block that "
-        "tells them apart, the placebo block (another step's state) and the target of one example of a built dataset.",
+        "tells them apart, and the target of one example of a built dataset.",
     )
     parser.add_argument(
         "config",
@@ -37,7 +37,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"--- prompt without runtime ({pair.task}) ---\n{pair.plain['prompt']}")
     print(f"--- prompt with runtime ({pair.task}_runtime) ---\n{pair.runtime['prompt']}")
     print(f"--- runtime block (the only difference between the two prompts) ---\n{pair.runtime['runtime_text']}")
-    source = pair.placebo["placebo_of"] or "none other known: the true block"
-    print(f"--- placebo block ({pair.task}_placebo, the state before {source}) ---\n{pair.placebo['runtime_text']}")
     print(f"--- target{' (an exception)' if pair.plain['target_is_error'] else ''} ---\n{pair.plain['target']}")
     return 0
