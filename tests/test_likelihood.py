@@ -1,7 +1,7 @@
 """The likelihood view (issue 19): the placebo configs, ``runtime_only``, the ``*_bpb`` tasks and the compression control.
 
 Real builds, a real ``lm_eval`` run of the tiny GPT-2 checked against an independent transformers
-computation, real runs of ``themisto-compression``. Budget: about a minute.
+computation, real runs of ``themisto-compression``. Budget: about two minutes (most of it the lm_eval subprocess).
 """
 
 from __future__ import annotations
@@ -21,17 +21,25 @@ from tiny_model import make_tiny_model
 
 from themisto.building.categories import runtime_only
 from themisto.building.parquet import build_dataset
+from themisto.building.placebo import KernelState, PlaceboStates, state_before
 from themisto.building.prompts import shown_variables
-from themisto.building.tasks import SelectionOptions
+from themisto.building.tasks import SelectionOptions, StepContext
 from themisto.evaluation import evaluate, scores
 from themisto.evaluation.compression import conditional_bits
 from themisto.exceptions import InputError
+from themisto.trajectory import Step, Variable, state_hash
 from themisto.vocabulary import (
     BPB_GROUP,
+    BPB_METRIC,
     BPB_TASKS,
+    GREEDY_METRIC,
+    LM_EVAL_TASKS,
     PLACEBO_SUFFIX,
     RUNTIME_SUFFIX,
     TASKS,
+    arm_of,
+    is_runtime,
+    task_of_config,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,6 +118,13 @@ def test_placebo_states_prefer_the_stale_state_of_the_same_trajectory_and_follow
     build_dataset(corpus, tmp_path / "b", options)
     build_dataset(corpus, tmp_path / "c", SelectionOptions(sample="all", quantile=1.0, seed=7))
     assert first.rows["output_prediction_placebo"]["full"] > 100
+    # both tasks of a step show the same placebo state
+    output, next_cell = (
+        {r["example_id"]: r["placebo_of"] for r in task_rows(tmp_path / "a", config, "full")}
+        for config in ("output_prediction_placebo", "next_cell_prediction_placebo")
+    )
+    shared = output.keys() & next_cell.keys()
+    assert len(shared) > 100 and all(output[key] == next_cell[key] for key in shared)
     for config in ("output_prediction_placebo", "next_cell_prediction_placebo"):
         chosen = placebo_ids(tmp_path / "a", config)
         assert chosen == placebo_ids(tmp_path / "b", config)  # reproducible
@@ -123,6 +138,37 @@ def test_placebo_states_prefer_the_stale_state_of_the_same_trajectory_and_follow
     # comparable length: on average within a factor of 1.5 of the true block
     ratios = [len(r["runtime_text"]) / len(runtime[r["example_id"]]["runtime_text"]) for r in rows]
     assert 1 / 1.5 < sum(ratios) / len(ratios) < 1.5
+
+
+def kernel_state(trajectory_id: str, step: int, code: str, **variables: int) -> tuple[StepContext, KernelState]:
+    """A step whose kernel holds ``variables`` before it (none: a fresh kernel), and that state."""
+    runtime = [Variable(name, "int", 28, repr(value)) for name, value in variables.items()]
+    before = None
+    if variables:
+        before = Step(trajectory_id, step - 1, "c0", "pass", "", None, 0.01, 1000, runtime, state_hash(runtime), False)
+    this = Step(trajectory_id, step, "c1", code, "", None, 0.01, 1000, [], state_hash([]), False)
+    context = StepContext(this, [], 0, before, "first_run", [0] * len(runtime))
+    return context, state_before(context, [vars(v) for v in runtime])
+
+
+def test_the_placebo_state_is_chosen_tier_by_tier() -> None:
+    context, true = kernel_state("t", 9, "x + 1", x=5, y=1)
+    stale_x = kernel_state("t", 3, "", x=4, y=1)[1]  # same trajectory, x differs
+    stale_y = kernel_state("t", 5, "", x=5, y=2)[1]  # same trajectory, only y (not read) differs
+    other_x = kernel_state("u", 7, "", x=6, y=1)[1]  # another trajectory, x differs
+    fresh = kernel_state("t", 0, "")[1]  # a fresh kernel: x absent, but empty
+    for seed in range(10):
+        placebos = PlaceboStates(seed, budget=2000)
+        assert placebos.choose(context, true) is None  # nothing known yet
+        for state in (fresh, stale_y, other_x, stale_x, true):
+            placebos.add(state)
+        assert placebos.choose(context, true) == stale_x  # tier 1; the empty state only if nothing else
+    placebos = PlaceboStates(0, budget=2000)
+    for state in (stale_y, other_x, true):
+        placebos.add(state)
+    assert placebos.choose(context, true) == other_x  # tier 2: another trajectory's, x differs
+    reads_nothing = kernel_state("t", 9, "print('hi')", x=5, y=1)[0]
+    assert placebos.choose(reads_nothing, true) == stale_y  # tier 3: stale, differing at all
 
 
 # --- runtime_only ---------------------------------------------------------------------------------------
@@ -192,9 +238,9 @@ def test_lm_eval_scores_bits_per_byte_of_the_tiny_gpt2_as_an_independent_computa
         for record, row in zip(records, rows, strict=True):
             # one request: context = the prompt, continuation = the target, nothing in between
             assert record["arguments"]["gen_args_0"] == {"arg_0": row["prompt"], "arg_1": row["target"]}
-            loglikelihood, size = record["bits_per_byte"]
+            loglikelihood, size = record[BPB_METRIC]
             assert size == len(row["target"].encode("utf-8"))
-            assert record["greedy_match"] in (0, 1)
+            assert record[GREEDY_METRIC] in (0, 1)
             assert record["doc"]["runtime_only"] == row["runtime_only"]
             if len(tokenizer(row["prompt"] + row["target"])["input_ids"]) <= 1024:  # not cut by lm-eval
                 assert loglikelihood == pytest.approx(
@@ -207,6 +253,14 @@ def test_lm_eval_scores_bits_per_byte_of_the_tiny_gpt2_as_an_independent_computa
         greedy = results["results"][task]["greedy_match,none"]
         assert greedy == pytest.approx(sum(r["greedy_match"] for r in records) / len(records))
     assert compared >= 12
+
+
+def test_the_arm_of_a_task_is_its_name() -> None:
+    for name, config in LM_EVAL_TASKS.items():
+        assert arm_of(name) == arm_of(config)  # the task and the config it reads are of one arm
+        assert task_of_config(config) in TASKS
+    assert [arm_of(name) for name in BPB_TASKS] == ["", RUNTIME_SUFFIX, PLACEBO_SUFFIX] * 2
+    assert is_runtime("themisto_output_runtime_bpb") and not is_runtime("themisto_output_placebo")
 
 
 # --- the compression control ----------------------------------------------------------------------------
