@@ -288,6 +288,21 @@ def test_cli_build_all_with_json_runtime_is_reproducible_and_show_prints_the_pai
     assert plain["prompt"] in shown and test[5]["prompt"] in shown and plain["target"] in shown
 
 
+def test_show_without_an_id_lists_the_ids_with_their_step_and_output_kind(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for config, split in [("output_prediction_runtime", "test"), ("next_cell_prediction", "full")]:
+        assert main(["show", config, "--split", split, "--data", str(built)]) == 0
+        out, err = capsys.readouterr()
+        header, *lines = out.splitlines()
+        assert header.split() == ["example_id", "step_kind", "output_kind"]
+        expected = [[r["example_id"], r["step_kind"], r["output_kind"]] for r in rows(built, config, split)]
+        assert [line.split() for line in lines] == expected and expected
+        assert f"{len(expected)} examples of {config} ({split})" in err
+    # a listed id is one `show` prints
+    assert main(["show", "next_cell_prediction_runtime", expected[-1][0], "--data", str(built)]) == 0
+
+
 def test_bad_input_is_one_line_and_exit_2(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "output_prediction", "nope/1", "--data", str(built)]) == 2
     assert main(["show", "no_such_task", "t/1", "--data", str(built)]) == 2

@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -124,6 +125,10 @@ def test_bars_show_on_a_terminal_and_not_with_quiet_or_a_pipe(tmp_path: Path) ->
     code, drawn = run_on_terminal("build", trajectories, "-o", str(tmp_path / "a"))
     assert code == 0
     assert "select" in drawn and "write: 100%" in drawn and f"{steps}/{steps}" in drawn and "step/s" in drawn
+    # select reads whole trajectories, and its bar says so
+    files = len(list((REPO / "data" / "trajectories").glob("*.jsonl")))
+    (select,) = {part.strip() for part in re.split(r"[\r\n]", drawn) if part.startswith("select") and "100%" in part}
+    assert f"{files}/{files}" in select and "trajectory" in select and "step" not in select
     code, drawn = run_on_terminal("build", trajectories, "-o", str(tmp_path / "b"), "-q")
     assert code == 0 and "write" not in drawn and "select" not in drawn
     piped = subprocess.run(

@@ -161,9 +161,10 @@ class ProgressBars:
     (see :mod:`themisto.progress`); use it as a context manager so the bars are closed.
     """
 
-    def __init__(self, quiet: bool = False, unit: str = "step") -> None:
+    def __init__(self, quiet: bool = False, unit: str = "step", units: Mapping[str, str] | None = None) -> None:
         self.enabled = not quiet and sys.stderr.isatty()
         self.unit = unit
+        self.units = dict(units or {})  # the unit of a bar that counts something else than ``unit``
         self._bars: dict[str, Any] = {}
 
     def __call__(self, what: str, done: int, total: int) -> None:
@@ -173,7 +174,8 @@ class ProgressBars:
 
         bar = self._bars.get(what)
         if bar is None:
-            bar = self._bars[what] = tqdm(desc=what, total=total, unit=self.unit, file=sys.stderr, dynamic_ncols=True)
+            unit = self.units.get(what, self.unit)
+            bar = self._bars[what] = tqdm(desc=what, total=total, unit=unit, file=sys.stderr, dynamic_ncols=True)
         bar.total = total
         bar.update(done - bar.n)  # through update(), so tqdm's rate and ETA follow the work
 
