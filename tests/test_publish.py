@@ -250,6 +250,9 @@ def test_dry_run_lists_every_file_and_makes_no_network_call(
         ("truncate", "not a readable Parquet file"),
         ("drop_config", "incomplete build, the card names no file for next_cell_prediction/full"),
         ("escape", "lies outside the build folder"),
+        ("link_card", "README.md: a symbolic link in the build"),
+        ("link_data", "a symbolic link in the build"),
+        ("link_folder", "next_cell_prediction: a symbolic link in the build"),
     ],
 )
 def test_an_incomplete_or_damaged_build_is_refused_before_any_upload(
@@ -264,9 +267,14 @@ def test_an_incomplete_or_damaged_build_is_refused_before_any_upload(
         target.write_bytes(target.read_bytes()[:100])
     elif damage == "drop_config":
         card.write_text(card.read_text().replace(f"  - split: full\n    path: {named}\n", ""))
-    else:  # the card names a file outside the build: a secret next to it must never go up
+    elif damage == "escape":  # the card names a file outside the build: a secret next to it must never go up
         (copy.parent / "secret.parquet").write_bytes(target.read_bytes())
         card.write_text(card.read_text().replace(f"path: {named}", "path: ../secret.parquet"))
+    else:  # the same file, reached through a link: what the link points to would go up under its name
+        kept = {"link_card": card, "link_data": target, "link_folder": target.parent}[damage]
+        moved = copy.parent / f"outside-{kept.name}"
+        kept.rename(moved)
+        kept.symlink_to(moved, target_is_directory=moved.is_dir())
     assert main(["publish", "my-org/themisto", "--data", str(copy), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
