@@ -39,6 +39,12 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFL
 CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
 SERVER_START_S = 180
 LIMIT = 2
+# the model arguments of both runs, as the task README gives them (MODEL, and the server on port 8000)
+CHAT_ARGS = "model={model},base_url={base}/chat/completions,num_concurrent=1,max_retries=1"
+COMPLETION_ARGS = (
+    "model={model},base_url={base}/completions,tokenizer_backend=huggingface,tokenizer={model},"
+    "tokenized_requests=False,num_concurrent=1,max_retries=1"
+)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +129,7 @@ def test_lm_eval_scores_a_chat_model_through_chat_completions(
     command = [
         str(BIN / "lm_eval"), "run", "--include_path", str(REPO / "lm_eval_tasks"), "--tasks", "themisto_output_runtime",
         "--model", "local-chat-completions",
-        "--model_args", f"model={chat_model},base_url={base}/chat/completions,num_concurrent=1,max_retries=1",
+        "--model_args", CHAT_ARGS.format(model=chat_model, base=base),
         "--apply_chat_template", "--log_samples", "--output_path", str(out),
         "--limit", str(LIMIT), "--gen_kwargs", "max_gen_toks=8",
     ]  # fmt: skip
@@ -147,8 +153,7 @@ def test_themisto_eval_scores_a_completion_model_with_its_tokenizer(
     before = posts(log, "completions")
     # the tokenizer gives lm-eval the EOS string it adds to the stop sequences; the prompt goes as text
     # (tokenized_requests=False), the one form transformers serve's /v1/completions takes
-    model_args = f"model={chat_model},base_url={base}/completions,tokenizer_backend=huggingface,tokenizer={chat_model}"
-    model_args += ",tokenized_requests=False,num_concurrent=1,max_retries=1"
+    model_args = COMPLETION_ARGS.format(model=chat_model, base=base)
     argv = ["eval", "--model", "local-completions", "--model-args", model_args]
     argv += ["--tasks", "themisto_next_cell", "--limit", str(LIMIT), "--gen-kwargs", "max_gen_toks=8"]
     assert themisto_main([*argv, "--data", str(data_dir), "-o", str(tmp_path / "runs")]) == 0
@@ -181,3 +186,14 @@ def test_every_request_stays_within_the_apis_four_stop_sequences(chat_model: Pat
             message, generate=True, gen_kwargs=copy.deepcopy(task.config.generation_kwargs), eos=eos
         )
         assert sent["stop"] == [*until, eos], name  # none dropped by the chat model's cut at four
+
+
+def test_the_task_readme_gives_the_commands_these_tests_run() -> None:
+    readme = (REPO / "lm_eval_tasks" / "themisto" / "README.md").read_text(encoding="utf-8")
+    documented = {"model": "MODEL", "base": "http://127.0.0.1:8000/v1"}
+    assert f"--model local-chat-completions \\\n    --model_args {CHAT_ARGS.format(**documented)} \\\n" in readme
+    assert "--apply_chat_template --log_samples" in readme
+    assert (
+        f"themisto eval --model local-completions \\\n    --model-args {COMPLETION_ARGS.format(**documented)}\n"
+        in readme
+    )
