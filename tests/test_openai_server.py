@@ -5,8 +5,8 @@ The server is ``transformers serve`` (``transformers[serving]``), started here o
 template, offline; nothing is downloaded. The commands are those of the task
 README (``lm_eval_tasks/themisto/README.md``), with ``--limit`` and a short
 ``max_gen_toks`` so a random model's generations take seconds. Budget: about
-90 s (the server's start, and the plain ``lm_eval`` command's indexing of its
-built-in tasks).
+170 s on a busy two-core machine (making the model, the server's start, and
+the plain ``lm_eval`` command's indexing of its built-in tasks).
 """
 
 from __future__ import annotations

@@ -293,7 +293,7 @@ def _source_data(summary: BuildSummary) -> str:
             f"The {len(summary.sources)} trajectories of this build carry no provenance file, so the card cannot "
             "say what they were recorded from."
         )
-    kinds = sorted({Path(name).suffix.lstrip(".") or "no suffix" for name in known})
+    kinds = sorted({f"`{Path(name).suffix}`" if Path(name).suffix else "no suffix" for name in known})
     text = (
         f"The trajectories of this build were recorded from {len(known)} source files ({', '.join(kinds)}), as "
         "their provenance files (`*.provenance.json`, beside each trajectory) say"
