@@ -66,7 +66,13 @@ def test_card_configs_name_exactly_the_parquet_files(built: Path) -> None:
     for config, splits in configs.items():
         assert tuple(splits) == config_splits(config)
     card = (built / "README.md").read_text(encoding="utf-8")
-    for needed in ("## Selection protocol", "## Runtime context", "## Fields", "arXiv:2504.12365", "## License"):
+    for needed in (
+        "## Selection protocol",
+        "## Runtime context",
+        "## Fields",
+        "arxiv.org/abs/2504.12365",
+        "## License",
+    ):
         assert needed in card
     assert f"| `output_prediction` | 200 | {len(rows(built, 'output_prediction', 'full'))} |" in card
 
