@@ -36,7 +36,7 @@ from themisto.building.parquet import parquet_path
 from themisto.building.publish import build_files, commit_operations
 from themisto.building.tables import config_features, config_splits
 from themisto.cli import main
-from themisto.vocabulary import CONFIG_NAMES
+from themisto.vocabulary import BASELINES, CONFIG_NAMES, LM_EVAL_TASKS
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "hf_TESTsecretTOKENvalue0123456789"  # a made-up token: the tests check it is never printed
@@ -151,7 +151,8 @@ def test_the_card_says_what_its_sessions_are_and_how_to_evaluate(tmp_path: Path)
     evaluate = text.split("## Evaluate\n", 1)[1].split("\n## ", 1)[0]
     for needed in ("pip install themisto", "lm_eval --include_path", "themisto eval --model", "exact_match_norm"):
         assert needed in evaluate, needed
-    assert "themisto_bpb" in evaluate and "themisto-majority" in evaluate and "$(themisto tasks-path)" in evaluate
+    assert "themisto_bpb" in evaluate and "$(themisto tasks-path)" in evaluate
+    assert all(f"`{name}`" in evaluate for name in [*BASELINES, *LM_EVAL_TASKS, *LM_EVAL_TASKS.values()])
 
 
 def test_the_paper_has_one_citation_form() -> None:

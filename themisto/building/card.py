@@ -19,7 +19,7 @@ from themisto.building.tables import VALUE_TYPES, config_features, config_splits
 from themisto.building.tasks import Selection, SelectionOptions
 from themisto.exceptions import InputError, short_message
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField
-from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, SPLITS
+from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, LM_EVAL_GROUP, LM_EVAL_TASKS, SPLITS
 
 if TYPE_CHECKING:
     from themisto.building.parquet import BuildSummary
@@ -278,6 +278,8 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         "license_id": license_id,
         "zenodo_record": ZENODO_RECORD,
         "options_key": BUILD_OPTIONS_KEY,
+        "tasks": ", ".join(f"`{task}` (`{config}`)" for task, config in LM_EVAL_TASKS.items()),
+        "group": LM_EVAL_GROUP,
     }
     # the prose is a file of its own, so it reads as the card does; $name fills in this build's facts
     template = resources.files("themisto.building").joinpath(CARD_TEMPLATE).read_text(encoding="utf-8")
