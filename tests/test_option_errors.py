@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from pathlib import Path
 
@@ -178,6 +179,16 @@ def test_eval_and_record_refuse_bad_input_in_one_line_before_any_work(
         (["eval", "--data", str(data), "--model", "themisto-empty", "-o", str(a_file)], "is a file, not a folder"),
         (["eval", "--data", str(data), "--model", "themisto-empty", "-o", str(a_file / "run")], "cannot create"),
         ([*eval_args, "--model", "themisto-empty", "--gen-kwargs", "max_gen_toks"], "--gen-kwargs 'max_gen_toks'"),
+        *(
+            [
+                (
+                    [*eval_args, "--model", "vllm"],
+                    "model 'vllm' needs vllm, which is not installed (pip install themisto[vllm])",
+                )
+            ]
+            if importlib.util.find_spec("vllm") is None
+            else []
+        ),
         (["record", str(notebook), "-o", str(tmp_path / "rec"), "--max-memory", "2gb"], "have two readings"),
         (["record", str(notebook), "-o", str(tmp_path / "rec"), "--max-memory", "1KB"], "have two readings"),
     ]

@@ -175,6 +175,11 @@ def model_class(name: str) -> type:
 
     try:
         return get_model(name)
+    except ImportError as exc:  # registered, but its module needs a package this installation lacks
+        extra = "themisto[vllm]" if exc.name == "vllm" else "the package lm-eval names for this model"
+        raise InputError(
+            f"model {name!r} needs {exc.name or 'a package'}, which is not installed (pip install {extra})"
+        ) from None
     except ValueError:
         others = sorted(set(model_registry.keys()) - set(BASELINES))
         close = get_close_matches(name, [*BASELINES, *others], n=1)
