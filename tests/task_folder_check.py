@@ -46,6 +46,8 @@ def scripted_answer(doc: dict[str, Any]) -> str:
         previous,
         "",
         f"{target}   \r\n<object at 0xdeadbeef>",
+        f"Output:\n```\n{target}\n```",  # a chat model's right answer
+        target.replace("\n", "  \r\n") + "\n",  # right once line ends and trailing whitespace are normalised
     ]
     return answers[doc["step"] % len(answers)]
 
@@ -108,6 +110,8 @@ def main(folder: str) -> dict[str, Any]:
             {
                 "example_id": sample["doc"]["example_id"],
                 "runtime_only": sample["doc"]["runtime_only"],
+                "answer": sample["resps"][0][0],
+                "target": sample["target"],
                 "filtered": sample["filtered_resps"][0],
                 "metrics": {metric: sample[metric] for metric in metrics},
             }

@@ -66,7 +66,13 @@ def test_card_configs_name_exactly_the_parquet_files(built: Path) -> None:
     for config, splits in configs.items():
         assert tuple(splits) == config_splits(config)
     card = (built / "README.md").read_text(encoding="utf-8")
-    for needed in ("## Selection protocol", "## Runtime context", "## Fields", "arXiv:2504.12365", "## License"):
+    for needed in (
+        "## Selection protocol",
+        "## Runtime context",
+        "## Fields",
+        "arxiv.org/abs/2504.12365",
+        "## License",
+    ):
         assert needed in card
     assert f"| `output_prediction` | 200 | {len(rows(built, 'output_prediction', 'full'))} |" in card
 
@@ -286,6 +292,21 @@ def test_cli_build_all_with_json_runtime_is_reproducible_and_show_prints_the_pai
     shown = capsys.readouterr().out
     plain = rows(tmp_path / "a", "next_cell_prediction", "test")[5]
     assert plain["prompt"] in shown and test[5]["prompt"] in shown and plain["target"] in shown
+
+
+def test_show_without_an_id_lists_the_ids_with_their_step_and_output_kind(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for config, split in [("output_prediction_runtime", "test"), ("next_cell_prediction", "full")]:
+        assert main(["show", config, "--split", split, "--data", str(built)]) == 0
+        out, err = capsys.readouterr()
+        header, *lines = out.splitlines()
+        assert header.split() == ["example_id", "step_kind", "output_kind"]
+        expected = [[r["example_id"], r["step_kind"], r["output_kind"]] for r in rows(built, config, split)]
+        assert [line.split() for line in lines] == expected and expected
+        assert f"{len(expected)} examples of {config} ({split})" in err
+    # a listed id is one `show` prints
+    assert main(["show", "next_cell_prediction_runtime", expected[-1][0], "--data", str(built)]) == 0
 
 
 def test_bad_input_is_one_line_and_exit_2(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,7 +60,7 @@ def test_generation_and_metrics_follow_the_task(loaded: dict[str, Any]) -> None:
     for name, task in loaded["tasks"].items():
         config = task.config
         assert config.output_type == "generate_until"
-        assert config.metadata["version"] == 1.0
+        assert config.metadata["version"] == 1.1
         assert [(m["metric"], m["aggregation"], m["higher_is_better"]) for m in config.metric_list] == [
             (metric, "mean", True) for metric in METRIC_NAMES
         ]
@@ -140,12 +140,16 @@ def test_the_full_split_can_stand_in_for_the_sample(data_dir: Path) -> None:
     ("answer", "unfenced"),
     [
         ("42", "42"),
-        ("```\n42\n```", "42\n"),
-        ("```python\nx = 1\n```\nThis assigns x.", "x = 1\n"),  # commentary after the block dropped
+        ("```\n42\n```", "42"),  # the line break before the closing fence is the fence's
+        ("```\n42\r\n```", "42"),
+        ("```\n42\n\n```", "42\n"),  # only that one
+        ("```\n```", ""),
+        ("```python\nx = 1\n```\nThis assigns x.", "x = 1"),  # commentary after the block dropped
         ("  ```\nunclosed", "unclosed"),  # generation stopped inside the block
-        ("````\na\n```\nb\n````", "a\n```\nb\n"),  # a longer fence may hold a shorter one
-        ("Output:\n```\n6311\n```\n", "6311\n"),  # imitating the history's format
-        ("Here is the code:\n\n```python\nx = 1\n```", "x = 1\n"),
+        ("```\nunclosed\n", "unclosed\n"),  # no closing fence: nothing is the fence's
+        ("````\na\n```\nb\n````", "a\n```\nb"),  # a longer fence may hold a shorter one
+        ("Output:\n```\n6311\n```\n", "6311"),  # imitating the history's format
+        ("Here is the code:\n\n```python\nx = 1\n```", "x = 1"),
         ("x\n```\ny\n```", "x\n```\ny\n```"),  # not an answer wrapped in a block: kept
         ("a: 1\nb: 2\n```\nc\n```", "a: 1\nb: 2\n```\nc\n```"),  # only one lead-in line
         ("", ""),

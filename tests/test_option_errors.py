@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from dataset_fixture import write_dataset
 from synthetic import synthetic_steps, write_steps
 
 from themisto.building.parquet import build_dataset
 from themisto.building.prompts import PROMPT_REPR_TRUNCATION_MARK, RenderOptions
 from themisto.building.tasks import SelectionOptions, select
 from themisto.cli import build_parser, main
+from themisto.cli.options import parse_size
 from themisto.evaluation.data import data_location
 from themisto.exceptions import InputError, OptionError, keyword_spelling
 from themisto.recording.options import RecordOptions
@@ -153,3 +156,47 @@ def test_record_and_build_repr_caps_have_one_name_each(capsys: pytest.CaptureFix
     listed = re.compile(r"^\s+--max-repr-chars\b", re.MULTILINE)  # an option of the listing, not a mention
     assert "--prompt-repr-chars" in helps["build"] and not listed.search(helps["build"])
     assert listed.search(helps["record"]) and "--prompt-repr-chars" not in helps["record"]
+
+
+def test_sizes_have_one_reading_each() -> None:
+    binary = {"512M": 512 * 2**20, "2g": 2 * 2**30, "2GiB": 2 * 2**30, "1.5GiB": 3 * 2**29, "1K": 1024}
+    decimal = {"500MB": 500 * 10**6, "2GB": 2 * 10**9, "1kB": 1000, "1000000": 10**6, "64B": 64}
+    for text, size in {**binary, **decimal}.items():
+        assert parse_size(text) == size, text
+
+
+def test_eval_and_record_refuse_bad_input_in_one_line_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_dataset(tmp_path / "data")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    notebook = _notebook(tmp_path / "nb.ipynb", ["1"])
+    eval_args = ["eval", "--data", str(data), "-o", str(tmp_path / "run")]
+    cases = [
+        # a misspelt baseline: the closest name, then the baselines before lm-eval's 40 models
+        ([*eval_args, "--model", "themisto-heuristc"], "did you mean themisto-heuristic? Themisto baselines: "),
+        (["eval", "--data", str(data), "--model", "themisto-empty", "-o", str(a_file)], "is a file, not a folder"),
+        (["eval", "--data", str(data), "--model", "themisto-empty", "-o", str(a_file / "run")], "cannot create"),
+        ([*eval_args, "--model", "themisto-empty", "--gen-kwargs", "max_gen_toks"], "--gen-kwargs 'max_gen_toks'"),
+        *(
+            [
+                (
+                    [*eval_args, "--model", "vllm"],
+                    "model 'vllm' needs vllm, which is not installed (pip install themisto[vllm])",
+                )
+            ]
+            if importlib.util.find_spec("vllm") is None
+            else []
+        ),
+        (["record", str(notebook), "-o", str(tmp_path / "rec"), "--max-memory", "2gb"], "have two readings"),
+        (["record", str(notebook), "-o", str(tmp_path / "rec"), "--max-memory", "1KB"], "have two readings"),
+    ]
+    errors = []
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        errors.append(capsys.readouterr().err)
+        # one line and no status line before it: nothing was loaded or run
+        assert errors[-1].count("\n") == 1 and message in errors[-1], (argv, errors[-1])
+    assert errors[0].index("themisto-repeat-last") < errors[0].index("lm-eval models: ") < errors[0].index(" hf,")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "rec").exists()

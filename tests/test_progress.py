@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -124,6 +125,10 @@ def test_bars_show_on_a_terminal_and_not_with_quiet_or_a_pipe(tmp_path: Path) ->
     code, drawn = run_on_terminal("build", trajectories, "-o", str(tmp_path / "a"))
     assert code == 0
     assert "select" in drawn and "write: 100%" in drawn and f"{steps}/{steps}" in drawn and "step/s" in drawn
+    # select reads whole trajectories, and its bar says so
+    files = len(list((REPO / "data" / "trajectories").glob("*.jsonl")))
+    (select,) = {part.strip() for part in re.split(r"[\r\n]", drawn) if part.startswith("select") and "100%" in part}
+    assert f"{files}/{files}" in select and "trajectory" in select and "step" not in select
     code, drawn = run_on_terminal("build", trajectories, "-o", str(tmp_path / "b"), "-q")
     assert code == 0 and "write" not in drawn and "select" not in drawn
     piped = subprocess.run(
@@ -183,3 +188,14 @@ def test_eval_outside_a_git_repository_prints_no_git_error_and_records_the_hash_
     assert "fatal" not in err and "not a git repository" not in err
     (results,) = run.glob("*/results_*.json")
     assert json.loads(results.read_text())["git_hash"] == expected
+
+
+def test_eval_hides_lm_evals_unlabelled_request_bar_unless_verbose(tmp_path: Path) -> None:
+    """lm-eval draws a bar without a label while it builds a task's requests; `themisto eval -v` keeps it."""
+    command = ["eval", "--model", "themisto-empty", "--tasks", "themisto_output", "--limit", "3"]
+    command += ["--data", str(REPO / "hf_dataset")]
+    unlabelled = re.compile(r"(?:^|[\r\n])\s*100%\|[^\r\n]*\| 3/3 ")  # "100%|████| 3/3 [...]", no "label: " before
+    code, quiet = run_on_terminal(*command, "-o", str(tmp_path / "quiet"))
+    assert code == 0 and not unlabelled.search(quiet)
+    code, verbose = run_on_terminal(*command, "-o", str(tmp_path / "verbose"), "-v")
+    assert code == 0 and unlabelled.search(verbose)

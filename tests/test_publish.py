@@ -10,8 +10,10 @@ Budget: about 20 s.
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -27,14 +29,14 @@ import pyarrow.parquet as pq
 import pytest
 from dataset_fixture import write_dataset
 from datasets.info import DatasetInfosDict
-from huggingface_hub import DatasetCard
+from huggingface_hub import DatasetCard, DatasetCardData
 
-from themisto.building.card import ARXIV_ID, BUILD_OPTIONS_KEY, HUB_LICENSES, read_build_options
+from themisto.building.card import ARXIV_ID, BUILD_OPTIONS_KEY, CITATION, hub_licenses, read_build_options
 from themisto.building.parquet import parquet_path
 from themisto.building.publish import build_files, commit_operations
 from themisto.building.tables import config_features, config_splits
 from themisto.cli import main
-from themisto.vocabulary import CONFIG_NAMES
+from themisto.vocabulary import BASELINES, CONFIG_NAMES, LM_EVAL_TASKS
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "hf_TESTsecretTOKENvalue0123456789"  # a made-up token: the tests check it is never printed
@@ -62,11 +64,16 @@ def data_files(folder: Path) -> list[str]:
 def test_the_hub_parses_the_card_with_license_paper_features_and_split_sizes(build: Path) -> None:
     card = DatasetCard.load(build / "README.md")  # a local path: huggingface_hub parses it offline
     data = card.data
-    assert data.license == "apache-2.0" and data.license in HUB_LICENSES
+    assert data.license == "apache-2.0" and data.license in hub_licenses()
     assert data.pretty_name == "Themisto"
     assert data.task_categories == ["text-generation"]
     assert f"arxiv:{ARXIV_ID}" in data.tags and "jupyter" in data.tags
-    assert "Zenodo 14861889" in data.license_note and "apache-2.0" in data.license_note
+    # the Hub's own keys, and one of Themisto's that the card explains
+    # tags: a key of every card (CardData), not a parameter of the dataset card class
+    standard = set(inspect.signature(DatasetCardData.__init__).parameters) | {"configs", "dataset_info", "tags"}
+    assert set(data.to_dict()) - standard == {BUILD_OPTIONS_KEY}
+    assert f"`{BUILD_OPTIONS_KEY}`" in card.text
+    assert "apache-2.0 covers this build" in card.text and "Zenodo 14861889" in card.text
     assert [config["config_name"] for config in data.configs] == list(CONFIG_NAMES)
     infos = DatasetInfosDict.from_dataset_card_data(data)
     assert sorted(infos) == sorted(CONFIG_NAMES)
@@ -111,12 +118,46 @@ def test_a_license_the_hub_does_not_know_is_one_line_and_nothing_is_built(
 
 
 def test_a_hub_license_with_yaml_syntax_is_written_as_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # "openrail++" and "llama3.1" would break hand-written YAML flow; the card stays valid
-    for license_id in ("openrail++", "llama3.1", "other"):
+    # "openrail++" and "cc0-1.0" would break hand-written YAML flow; the card stays valid
+    for license_id in ("openrail++", "cc0-1.0", "other"):
         out = tmp_path / license_id
         assert main(["build", str(REPO / "data" / "trajectories"), "-o", str(out), "--license", license_id]) == 0
         assert DatasetCard.load(out / "README.md").data.license == license_id
         assert read_build_options(out)[2] == license_id
+
+
+def test_the_license_list_is_the_hubs_published_one_shipped_as_data() -> None:
+    from importlib import resources
+
+    lines = resources.files("themisto.building").joinpath("hub_licenses.txt").read_text().splitlines()
+    identifiers = [line for line in lines if line and not line.startswith("#")]
+    assert len(identifiers) == len(set(identifiers)) == len(hub_licenses()) > 60
+    assert {"apache-2.0", "cc-by-4.0", "mit", "other", "unknown"} <= hub_licenses()
+    assert all(re.fullmatch(r"[a-z0-9.+-]+", name) for name in identifiers)
+    assert any("huggingface.co/docs/hub/repositories-licenses" in line for line in lines if line.startswith("#"))
+
+
+def test_the_card_says_what_its_sessions_are_and_how_to_evaluate(tmp_path: Path) -> None:
+    assert main(["build", str(REPO / "data" / "trajectories"), "-o", str(tmp_path / "bundled")]) == 0
+    text = DatasetCard.load(tmp_path / "bundled" / "README.md").text
+    assert "simulated sessions, not logs of real people" in text and "data/make_logs.py" in text
+    trajectories = sorted((REPO / "data" / "trajectories").glob("*.jsonl"))
+    sessions = {
+        json.loads(path.with_name(path.stem + ".provenance.json").read_text())["source"]["name"]
+        for path in trajectories
+    }
+    assert f"the {len(sessions)} sessions of this build gave {len(trajectories)} trajectories" in text
+    assert len(sessions) < len(trajectories)  # the bundled corpus has sessions that ran several kernels
+    evaluate = text.split("## Evaluate\n", 1)[1].split("\n## ", 1)[0]
+    for needed in ("pip install themisto", "lm_eval --include_path", "themisto eval --model", "exact_match_norm"):
+        assert needed in evaluate, needed
+    assert "themisto_bpb" in evaluate and "$(themisto tasks-path)" in evaluate
+    assert all(f"`{name}`" in evaluate for name in [*BASELINES, *LM_EVAL_TASKS, *LM_EVAL_TASKS.values()])
+
+
+def test_the_paper_has_one_citation_form() -> None:
+    readme = (REPO / "lm_eval_tasks" / "themisto" / "README.md").read_text(encoding="utf-8")
+    assert f"```bibtex\n{CITATION}\n```" in readme
 
 
 # --- the one data rule -----------------------------------------------------------------------
@@ -210,6 +251,9 @@ def test_dry_run_lists_every_file_and_makes_no_network_call(
         ("truncate", "not a readable Parquet file"),
         ("drop_config", "incomplete build, the card names no file for next_cell_prediction/full"),
         ("escape", "lies outside the build folder"),
+        ("link_card", "README.md: a symbolic link in the build"),
+        ("link_data", "a symbolic link in the build"),
+        ("link_folder", "next_cell_prediction: a symbolic link in the build"),
     ],
 )
 def test_an_incomplete_or_damaged_build_is_refused_before_any_upload(
@@ -224,9 +268,14 @@ def test_an_incomplete_or_damaged_build_is_refused_before_any_upload(
         target.write_bytes(target.read_bytes()[:100])
     elif damage == "drop_config":
         card.write_text(card.read_text().replace(f"  - split: full\n    path: {named}\n", ""))
-    else:  # the card names a file outside the build: a secret next to it must never go up
+    elif damage == "escape":  # the card names a file outside the build: a secret next to it must never go up
         (copy.parent / "secret.parquet").write_bytes(target.read_bytes())
         card.write_text(card.read_text().replace(f"path: {named}", "path: ../secret.parquet"))
+    else:  # the same file, reached through a link: what the link points to would go up under its name
+        kept = {"link_card": card, "link_data": target, "link_folder": target.parent}[damage]
+        moved = copy.parent / f"outside-{kept.name}"
+        kept.rename(moved)
+        kept.symlink_to(moved, target_is_directory=moved.is_dir())
     assert main(["publish", "my-org/themisto", "--data", str(copy), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err

@@ -116,6 +116,16 @@ def test_the_fallback_metrics_give_the_package_values_sample_by_sample(
     assert any(v["exact_match_norm"] == 1 and v["exact_match"] == 0 for v in values)
     assert any(0 < v["rougeL"] < 1 for v in values) and any(0 < v["chrf"] < 1 for v in values)
     assert compared > 40
+    # the right answer fenced as chat models write it scores strict exact match, with and without the package
+    for report in both_runs:
+        fenced = [
+            sample
+            for task in report["tasks"].values()
+            for sample in task["samples"]
+            if sample["answer"].startswith(("```python\n", "Output:\n```\n"))
+            and sample["answer"].count(sample["target"]) == 1
+        ]
+        assert len(fenced) > 5 and all(sample["metrics"]["exact_match"] == 1 for sample in fenced)
 
 
 def test_the_task_readme_follows_lm_evals_template() -> None:

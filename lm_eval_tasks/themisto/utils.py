@@ -37,7 +37,10 @@ except ImportError:  # the folder runs inside lm-eval without the package
             return answer
         body = answer[opening.end() :]
         closing = re.search(rf"^ *{opening.group(1)}`*[ \t]*$", body, flags=re.MULTILINE)
-        return body[: closing.start()] if closing else body
+        if closing is None:
+            return body
+        # the line break before the closing fence belongs to the fence
+        return body[: closing.start()].removesuffix("\n").removesuffix("\r")
 
     def _normalize(text: str) -> str:
         """Line ends unified, trailing whitespace stripped, memory addresses masked."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
+import string
 from dataclasses import asdict, is_dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +19,7 @@ from themisto.building.tables import VALUE_TYPES, config_features, config_splits
 from themisto.building.tasks import Selection, SelectionOptions
 from themisto.exceptions import InputError, short_message
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField
-from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, SPLITS
+from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, LM_EVAL_GROUP, LM_EVAL_TASKS, SPLITS
 
 if TYPE_CHECKING:
     from themisto.building.parquet import BuildSummary
@@ -28,34 +31,34 @@ ARXIV_ID = "2504.12365"  # the paper; an ``arxiv:`` tag makes the Hub link the d
 ZENODO_RECORD = "https://zenodo.org/records/14861889"
 # The repository id in the card's usage snippet until `themisto publish` puts the real one there.
 HUB_PLACEHOLDER = "<org>/themisto"
+CARD_TEMPLATE = "card_template.md"  # the card's prose, beside this module
 
-# The license identifiers the Hub accepts in a card's ``license:`` field
-# (https://huggingface.co/docs/hub/repositories-licenses); huggingface_hub ships no such list.
-HUB_LICENSES = frozenset(
-    """
-    apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
-    bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear
-    c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0
-    cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0
-    cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl
-    ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl
-    lgpl-2.1 lgpl-3.0 isc lppl-1.3c ms-pl apple-ascl mpl-2.0 odc-by odbl openrail++ osl-3.0
-    postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr deepfloyd-if-license llama2 llama3 llama3.1
-    llama3.2 llama3.3 gemma unknown other
-    """.split()
-)
+# The license identifiers the Hub accepts in a card's ``license:`` field. huggingface_hub ships no such
+# list, so the Hub's published one is shipped as data, its source named in the file.
+HUB_LICENSES_FILE = "hub_licenses.txt"
 
-CITATION = """@article{grotov2025themisto,
-  title   = {Themisto: Jupyter-Based Runtime Benchmark},
-  author  = {Grotov, Konstantin and Titov, Sergey},
-  journal = {arXiv preprint arXiv:2504.12365},
-  year    = {2025}
+
+def hub_licenses() -> frozenset[str]:
+    """The Hub's license identifiers, from the shipped copy of its published list."""
+    text = resources.files("themisto.building").joinpath(HUB_LICENSES_FILE).read_text(encoding="utf-8")
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+# The paper as arXiv exports it; the task README (lm_eval_tasks/themisto/README.md) cites the same entry.
+CITATION = """@misc{grotov2025themisto,
+  title         = {Themisto: Jupyter-Based Runtime Benchmark},
+  author        = {Konstantin Grotov and Sergey Titov},
+  year          = {2025},
+  eprint        = {2504.12365},
+  archivePrefix = {arXiv},
+  primaryClass  = {cs.SE},
+  url           = {https://arxiv.org/abs/2504.12365}
 }"""
 
 
 def check_license(license_id: str) -> None:
     """Raise :class:`InputError` unless ``license_id`` is one of the Hub's license identifiers."""
-    if license_id not in HUB_LICENSES:
+    if license_id not in hub_licenses():
         raise InputError(
             f"license {license_id!r} is not a Hugging Face Hub license identifier (e.g. apache-2.0, cc-by-4.0, "
             "mit; 'other' for any other license)"
@@ -63,10 +66,16 @@ def check_license(license_id: str) -> None:
 
 
 def _size_category(rows: int) -> str:
-    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
-        if rows < limit:
-            return name
-    return "1M<n<10M"
+    """The Hub's size category of ``rows`` examples, from the list ``datasets`` ships (``n<1K``, ``1K<n<10K``, ...)."""
+    categories = json.loads(
+        resources.files("datasets.utils.resources").joinpath("size_categories.json").read_text(encoding="utf-8")
+    )
+    powers = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+    for category in categories:
+        bound = re.fullmatch(r"(?:\w+<)?n<(\d+)([KMBT])", category)  # n<1K, 1K<n<10K, ...; not unknown or n>1T
+        if bound and rows < int(bound[1]) * powers[bound[2]]:
+            return str(category)
+    return str(categories[-1])  # n>1T
 
 
 def _dataset_infos(folder: Path, files: dict[str, dict[str, str]]) -> DatasetInfosDict:
@@ -115,12 +124,7 @@ def card_metadata(summary: BuildSummary, license_id: str, folder: Path) -> str:
         tags=["code", "jupyter", "notebooks", "runtime", "benchmark", f"arxiv:{ARXIV_ID}"],
         size_categories=[_size_category(largest)],
         configs=configs,
-        # the license above covers this build; the data it may derive from keeps its own
-        license_note=(
-            f"{license_id} covers this build (prompts, targets, tables). Trajectories imported from the "
-            f"published Themisto record (Zenodo 14861889, {ZENODO_RECORD}) keep that record's license."
-        ),
-    )
+    )  # the license of data imported from the Zenodo record: the card's License section
     # the options of this build, so `read_build_options` can rebuild it byte for byte
     card_data[BUILD_OPTIONS_KEY] = {**asdict(summary.selection_options), **asdict(summary.render_options)}
     _dataset_infos(folder, summary.files).to_dataset_card_data(card_data)
@@ -241,182 +245,71 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         if opts.min_history
         else "Every step qualifies whatever the number of earlier executions (`--min-history 0`)."
     )
-    return f"""{card_metadata(summary, license_id, folder)}
-# Themisto: a Jupyter runtime benchmark
+    values = {
+        "metadata": card_metadata(summary, license_id, folder),
+        "hub_id": HUB_PLACEHOLDER,
+        "count_rows": count_rows,
+        "source_data": _source_data(summary),
+        "sessions_and_trajectories": _sessions_and_trajectories(summary),
+        "trajectories": sel.trajectories,
+        "steps": sel.steps,
+        "errors": sel.errors,
+        "files": files,
+        "max_context_chars": opts.max_context_chars,
+        "max_code_chars": f"{sel.max_code_chars:g}",
+        "max_output_chars": f"{sel.max_output_chars:g}",
+        "quantile": f"{opts.quantile:g}",
+        "errors_rule": errors_rule,
+        "images_rule": images_rule,
+        "stability_rule": stability_rule,
+        "empty_rule": empty_rule,
+        "history_rule": history_rule,
+        "sample": sample,
+        "strata": strata,
+        "ceiling": _ceiling(sel),
+        "runtime_format": render.runtime_format,
+        "max_runtime_chars": render.max_runtime_chars,
+        "prompt_repr_chars": render.prompt_repr_chars,
+        "referenced_window": render.referenced_window,
+        "showcase": _showcase(showcase),
+        "step_fields": field_list(STEP_SCHEMA),
+        "variable_fields": field_list(VARIABLE_SCHEMA),
+        "citation": CITATION,
+        "license_id": license_id,
+        "zenodo_record": ZENODO_RECORD,
+        "options_key": BUILD_OPTIONS_KEY,
+        "tasks": ", ".join(f"`{task}` (`{config}`)" for task, config in LM_EVAL_TASKS.items()),
+        "group": LM_EVAL_GROUP,
+    }
+    # the prose is a file of its own, so it reads as the card does; $name fills in this build's facts
+    template = resources.files("themisto.building").joinpath(CARD_TEMPLATE).read_text(encoding="utf-8")
+    return string.Template(template).substitute(values)
 
-Themisto measures whether language models can use the *runtime state* of a
-Jupyter session. It is built from notebook development trajectories: the real
-order in which cells were executed, with edits, re-runs, errors and restarts,
-and after every step the output, execution time, kernel memory and a snapshot of
-the user's variables. Two tasks are derived from them, each with and without
-the runtime state in the prompt:
 
-- **output prediction**: given the previous (code, output) pairs of the session
-  and the code of the next cell, predict that cell's output;
-- **next cell prediction**: given the previous (code, output) pairs, predict the
-  code of the next executed cell.
+def _source_data(summary: BuildSummary) -> str:
+    """Where this build's trajectories come from, as their provenance files say."""
+    known = sorted({name for name in summary.sources if name is not None})
+    unknown = sum(1 for name in summary.sources if name is None)
+    if not known:
+        return (
+            f"The {len(summary.sources)} trajectories of this build carry no provenance file, so the card cannot "
+            "say what they were recorded from."
+        )
+    kinds = sorted({f"`{Path(name).suffix}`" if Path(name).suffix else "no suffix" for name in known})
+    text = (
+        f"The trajectories of this build were recorded from {len(known)} source files ({', '.join(kinds)}), as "
+        "their provenance files (`*.provenance.json`, beside each trajectory) say"
+    )
+    return text + (f"; {unknown} carry no provenance file." if unknown else ".")
 
-The paired configs (`X` and `X_runtime`) hold the same example ids, and the two
-prompts of a pair are identical except for the runtime block (`runtime_text`),
-so any score difference is due to the runtime state alone. The placebo configs
-(`X_placebo`, same ids) hold the runtime prompt with the runtime block of
-another step (`placebo_of`): the same format and a comparable length, but wrong
-information, preferably a stale state of the same trajectory in which a variable
-the cell reads differs. Runtime − placebo is the effect of what the block says,
-placebo − plain that of there being a block.
 
-```python
-from datasets import load_dataset
-# from the Hub (`themisto publish` writes its repository id here)
-test = load_dataset("{HUB_PLACEHOLDER}", "output_prediction_runtime", split="test")
-# from a local build folder
-test = load_dataset("hf_dataset", "output_prediction_runtime", split="test")
-```
-
-## Configs and row counts of this build
-
-| config | `test` | `full` |
-| --- | --- | --- |
-{count_rows}
-
-`trajectories` has a single split, `full`: every recorded step. Task configs
-have `test` (the sample the evaluation uses) and `full` (every eligible example).
-
-## How it was built
-
-Built with `themisto build` from {sel.trajectories} trajectories ({sel.steps}
-steps, {sel.errors} of them exceptions) in {files}. Each trajectory was recorded
-by re-executing a notebook or a JuNE event log step by step in a real Jupyter
-kernel, capturing after each step the code, its plain-text output, the error,
-execution time, kernel memory (RSS) and a snapshot of the user namespace
-(name, type, size, repr, shape/len), with a hash of the state.
-
-For step *t* the runtime state is the snapshot taken after step *t-1* (never
-after step *t*, which would leak the answer); it describes the live kernel, so
-it is empty for the first step and right after a kernel restart. The history
-is, as in the paper, every earlier execution of the trajectory, across kernel
-restarts: what the developer had on screen. A restart appears in it as a cell
-of its own, code `# --- kernel restarted ---` and empty output, placed before
-the first step run in the new kernel; prompts render it as the line
-"--- The kernel was restarted here: variables defined by the cells above no
-longer exist. ---". The history is cut from the oldest end to
-{opts.max_context_chars} characters of code and output, whole cells only
-(`history_dropped` counts the cells left out, restart markers included).
-
-## Selection protocol
-
-1. Steps whose code is longer than {sel.max_code_chars:g} characters or whose
-   output is longer than {sel.max_output_chars:g} characters (the
-   {opts.quantile:g} quantiles over all steps) are dropped.
-2. Steps whose output is an exception are {errors_rule}.
-3. Steps whose output shows only images (plots) are {images_rule}.
-4. {stability_rule}
-5. Examples whose target is empty or blank are {empty_rule}.
-6. {history_rule}
-7. Sample: {sample}. Strata are rank quartiles of the target length (output
-   length for output prediction, code length for next cell), ties broken by
-   example id; a stratum with too few examples gives all it has.
-
-{strata}
-
-## Determinism ceiling
-
-{_ceiling(sel)}
-
-## Runtime context
-
-The runtime block of this build uses the `{render.runtime_format}` format, at
-most {render.max_runtime_chars} characters, each repr cut to
-{render.prompt_repr_chars} characters. Its header gives the number of variables,
-the kernel's memory and the execution time of the previous cell (the paper's
-runtime fields). Formats `themisto build` offers:
-
-- `text`: one entry per variable (name, type, size in bytes, shape/len) and
-  its repr;
-- `json`: `{{"variables": [...], "not_shown": k}}`, one variable object a line;
-- `referenced`: the `text` format restricted to the variables the target
-  cell's code refers to (for next cell prediction: the last
-  {render.referenced_window} history cells), found with Python's `ast`.
-
-When the variables do not all fit, they are taken in order of importance,
-each one that still fits, and the rest are counted: first those the target
-cell's code refers to (output prediction; their reprs are cut shorter if even
-they do not fit whole), then the most recently changed (the step at which
-their type, size, shape, len or repr last changed), never by name. The kept
-variables are listed in snapshot order. The block is never empty: a session
-without variables says so.
-{_showcase(showcase)}
-## Fields
-
-Task configs:
-
-- `example_id` (string): `<trajectory_id>/<step>`, the same in every config of a task
-- `trajectory_id` (string), `step` (int64): the step being predicted
-- `history` (list of `{{code, output}}`): earlier executions of the trajectory, oldest first; a kernel
-  restart is a cell with code `# --- kernel restarted ---` and empty output
-- `history_dropped` (int64): older history cells left out by the context budget
-- `code` (string): the target cell's code for output prediction; empty for next cell prediction
-- `runtime` (list of variables, fields below): the state before the step (in `X_placebo`: the placebo
-  state); empty in the configs without runtime
-- `memory_bytes_before` (int64, nullable): kernel memory before the step; null without runtime and
-  after a restart
-- `execution_time_before` (float64, nullable): seconds the previous step of the live kernel took; null
-  without runtime and after a restart
-- `runtime_text` (string): the rendered runtime block; empty without runtime
-- `prompt` (string): the full prompt a model sees
-- `target` (string): the expected output (output prediction) or code (next cell prediction)
-- `target_is_error` (bool): the target step raised an exception
-- `stable` (bool, nullable): the target is reproducible across re-executions. Output prediction: the
-  step's output was identical in every re-execution (null when unknown). Next cell prediction: always
-  true, as the target is code
-- `output_kind` (string): the kind of the target step's output, the same in both tasks: `none` (empty),
-  `scalar` (one number, bool, quoted string or short word), `collection` (a list, tuple, dict, set or
-  array repr), `table` (a pandas DataFrame or Series), `text` (anything else), `error` (an exception),
-  `image` (a figure or image only)
-- `step_kind` (string): `first_run` (the cell's first execution), `rerun_unchanged` (the cell ran
-  before with the same code), `rerun_edited` (it ran before with other code), `after_restart` (the
-  first step after a kernel restart, whatever its cell)
-- `duplicate_of` (string, nullable): the `example_id` of the first earlier example of the same split and
-  trajectory with the same (`code`, `target`) pair, else null; drop the rows where it is set to score
-  each distinct question once
-- `runtime_only` (bool): the target holds a token (a run of word characters) that appears in the
-  runtime block and nowhere in the plain prompt, the same in every config of a task: the examples only
-  the runtime state can help with
-- `placebo_of` (string, nullable): in the placebo configs, the `example_id` of the step whose runtime
-  state the block shows (`runtime`, `memory_bytes_before` and `execution_time_before` are that state's);
-  null elsewhere, and where no other state was known (the placebo block is then the true one)
-
-`trajectories`, one row per recorded step:
-
-{field_list(STEP_SCHEMA)}
-
-A variable (the items of `runtime`, here and in the task configs):
-
-{field_list(VARIABLE_SCHEMA)}
-
-## Evaluation
-
-The lm-evaluation-harness tasks `themisto_output`, `themisto_output_runtime`,
-`themisto_next_cell` and `themisto_next_cell_runtime` (and the placebo arms
-`themisto_output_placebo`, `themisto_next_cell_placebo`) read the `test` split
-of the matching config and score exact match, ROUGE-L and chrF per example. The
-likelihood tasks of the group `themisto_bpb` (`themisto_output_bpb`,
-`themisto_output_runtime_bpb`, `themisto_output_placebo_bpb` and the same for
-next cell) score the bits per byte of the target given the prompt.
-
-## Citation
-
-This dataset follows the benchmark of Grotov & Titov (2025):
-
-```bibtex
-{CITATION}
-```
-
-## License
-
-{license_id}. Trajectories imported from the published Themisto record
-(Zenodo 14861889) remain under that record's license.
-"""
+def _sessions_and_trajectories(summary: BuildSummary) -> str:
+    """The count of sessions (source files) against the count of trajectories (kernels)."""
+    sessions = len({name for name in summary.sources if name is not None})
+    trajectories = len(summary.sources)
+    if not sessions:
+        return "the sessions of this build are unknown"
+    return f"the {sessions} sessions of this build gave {trajectories} trajectories (one per kernel)"
 
 
 def _type_name(field: SchemaField) -> str:

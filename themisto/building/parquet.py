@@ -52,7 +52,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,9 @@ class BuildSummary:
     rows: dict[str, dict[str, int]]
     trajectory_files: list[str]  # file names only, so the card does not depend on where inputs lie
     files: dict[str, dict[str, str]]  # per config and split: the Parquet file, relative to the build folder
+    # the source files (a notebook, an event log, the Zenodo record's files) the provenance of the
+    # trajectories names, one per session; None for a trajectory without provenance
+    sources: list[str | None] = field(default_factory=list)
 
 
 # Hex digits of the SHA-256 in a Parquet file's name: enough that no two builds collide.
@@ -225,13 +228,25 @@ def _build_locked(
             }
             for config in CONFIG_NAMES
         }
-        summary = BuildSummary(chosen, selection, render, rows, [p.name for p in paths], files)
+        sources = [_source_name(path) for path in paths]
+        summary = BuildSummary(chosen, selection, render, rows, [p.name for p in paths], files, sources)
         showcase = _showcase_row(staged / files[OUTPUT_PREDICTION + RUNTIME_SUFFIX]["test"])
         (staged / "README.md").write_text(dataset_card(summary, license_id, staged, showcase), encoding="utf-8")
         _replace_build(staged, out_dir)
     finally:
         shutil.rmtree(staged, ignore_errors=True)  # after a swap: the previous build
     return summary
+
+
+def _source_name(trajectory: Path) -> str | None:
+    """The source file a trajectory's provenance names, for the card's count of sessions; None if unknown."""
+    from themisto.recording.provenance import read_provenance
+
+    try:
+        provenance = read_provenance(trajectory)
+    except InputError:  # a damaged provenance file: the card counts it as unknown, the build does not need it
+        return None
+    return provenance.source.name if provenance is not None else None
 
 
 def _showcase_row(path: Path) -> dict[str, Any] | None:

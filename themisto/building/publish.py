@@ -60,6 +60,7 @@ def build_files(folder: str | Path) -> list[BuildFile]:
     import pyarrow.parquet as pq
 
     folder = Path(folder).resolve()
+    _refuse_links(folder)
     meta = read_card_metadata(folder)
     read_build_options(folder)  # a Themisto card, not any dataset card
     named = named_files(meta, folder / CARD)
@@ -85,6 +86,19 @@ def build_files(folder: str | Path) -> list[BuildFile]:
             )
         files.append(BuildFile(relative, path, path.stat().st_size, rows))
     return files
+
+
+def _refuse_links(folder: Path) -> None:
+    """Raise :class:`InputError` for a symbolic link anywhere in the build, the card included.
+
+    A link would upload whatever it points to (a file outside the build, a secret) under a build
+    file's name; a build written by ``themisto build`` holds none.
+    """
+    for root, folders, names in os.walk(folder):  # links to folders are listed, never followed
+        for name in [*folders, *names]:
+            path = Path(root) / name
+            if path.is_symlink():
+                raise InputError(f"{path}: a symbolic link in the build; publish uploads plain files only")
 
 
 def _split_sizes(meta: dict[str, Any]) -> dict[tuple[str, str], int]:

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         max_runtime_chars=args.max_runtime_chars,
         prompt_repr_chars=args.prompt_repr_chars,
     )
-    with ProgressBars(args.quiet) as bars:
+    with ProgressBars(args.quiet, units={"select": "trajectory"}) as bars:  # select reads whole trajectories
         summary = build_dataset(
             trajectory_files(args.trajectories), args.output, selection, render, args.license, progress=bars
         )

@@ -22,8 +22,9 @@ from themisto.vocabulary import DATA_ENV
 if TYPE_CHECKING:
     from themisto.evaluation.data import DataLocation
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+# A size: a number and a unit. K, M, G, T alone (any case) and KiB ... TiB are powers of 1024, as in ulimit
+# and docker; kB, MB, GB, TB (SI) powers of 1000. KB, mb, gb ... have both readings and are refused.
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:(?P<binary>[KMGTkmgt]|[KMGT](?=iB))(?:iB)?|(?P<decimal>[kMGT])B|B)?")
 _DEFAULTS = RecordOptions()
 
 
@@ -49,7 +50,8 @@ def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> 
     parser.add_argument(
         "--max-memory",
         metavar="SIZE",
-        help="limit the kernel's private memory to SIZE (e.g. 512M, 2G; binary units): an allocation past it"
+        help="limit the kernel's private memory to SIZE (512M, 2G or 2GiB: powers of 1024; 500MB, 2GB: powers of"
+        " 1000): an allocation past it"
         " raises MemoryError in the cell, or kills the kernel, which is recorded and restarted (default: no limit)",
     )
     parser.add_argument(
@@ -81,11 +83,16 @@ def record_options(
 
 
 def parse_size(text: str) -> int:
-    """Bytes in a size such as ``2G``, ``512M``, ``1.5GiB`` or ``1000000`` (K, M, G, T are powers of 1024)."""
+    """Bytes in a size: ``512M``, ``2G``, ``1.5GiB`` (powers of 1024), ``500MB``, ``2GB`` (powers of 1000), ``1000000``."""
     match = _SIZE.fullmatch(text.strip())
     if match is None:
-        raise InputError(f"--max-memory {text!r} is not a size such as 512M or 2G")
-    size = int(float(match[1]) * _SIZE_UNITS[match[2].upper()])
+        raise InputError(
+            f"--max-memory {text!r} is not a size such as 512M, 2GiB (powers of 1024) or 500MB (powers of 1000);"
+            " KB, mb, gb and the like have two readings"
+        )
+    unit, base = (match["binary"], 1024) if match["binary"] else (match["decimal"], 1000)
+    factor = base ** (" KMGT".index(unit.upper())) if unit else 1
+    size = int(float(match[1]) * factor)
     if size < 1:
         raise InputError("--max-memory must be at least 1 byte")
     return size
@@ -154,9 +161,10 @@ class ProgressBars:
     (see :mod:`themisto.progress`); use it as a context manager so the bars are closed.
     """
 
-    def __init__(self, quiet: bool = False, unit: str = "step") -> None:
+    def __init__(self, quiet: bool = False, unit: str = "step", units: Mapping[str, str] | None = None) -> None:
         self.enabled = not quiet and sys.stderr.isatty()
         self.unit = unit
+        self.units = dict(units or {})  # the unit of a bar that counts something else than ``unit``
         self._bars: dict[str, Any] = {}
 
     def __call__(self, what: str, done: int, total: int) -> None:
@@ -166,7 +174,8 @@ class ProgressBars:
 
         bar = self._bars.get(what)
         if bar is None:
-            bar = self._bars[what] = tqdm(desc=what, total=total, unit=self.unit, file=sys.stderr, dynamic_ncols=True)
+            unit = self.units.get(what, self.unit)
+            bar = self._bars[what] = tqdm(desc=what, total=total, unit=unit, file=sys.stderr, dynamic_ncols=True)
         bar.total = total
         bar.update(done - bar.n)  # through update(), so tqdm's rate and ETA follow the work
 

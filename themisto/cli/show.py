@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from themisto.cli.options import add_data_argument
+from themisto.vocabulary import SPLITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,17 +20,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "config",
         help="output_prediction or next_cell_prediction (a *_runtime name shows the same pair)",
     )
-    parser.add_argument("example_id", help="example id, <trajectory_id>/<step>")
+    parser.add_argument(
+        "example_id",
+        nargs="?",
+        help="example id, <trajectory_id>/<step> (without it: list the ids of --split with their step and output kind)",
+    )
+    parser.add_argument("--split", default="test", choices=SPLITS, help="the split whose ids are listed (default test)")
     add_data_argument(parser, "built dataset folder")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from themisto.building.lookup import find_pair
+    from themisto.building.lookup import find_pair, list_examples
     from themisto.cli.options import describe_data
     from themisto.evaluation.data import find_data
 
     data = find_data(args.data, local=True)
+    if args.example_id is None:
+        examples = list_examples(data.location, args.config, args.split)
+        print(
+            f"themisto show: {len(examples)} examples of {args.config} ({args.split}) in {describe_data(data)};"
+            f" `themisto show {args.config} ID` prints one",
+            file=sys.stderr,
+        )
+        width = max((len(row["example_id"]) for row in examples), default=10)
+        print(f"{'example_id':<{width}}  {'step_kind':<15}  output_kind")
+        for row in examples:
+            print(f"{row['example_id']:<{width}}  {row['step_kind']:<15}  {row['output_kind']}")
+        return 0
     pair = find_pair(data.location, args.config, args.example_id)
     print(f"themisto show: {describe_data(data)}", file=sys.stderr)
     rule = "=" * 72

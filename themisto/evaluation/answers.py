@@ -17,12 +17,16 @@ def unfence(answer: str) -> str:
     asked for the bare text, and models imitating the prompt's history write
     ``Output:`` and a fence; one lead-in line ending in a colon is therefore
     allowed before the block. The body runs to the closing fence (a line of
-    at least as many backticks) or, when generation stopped inside the
-    block, to the end; text after the block is commentary and dropped.
+    at least as many backticks), without the line break that ends the last
+    body line (it belongs to the fence: ``"```\\n42\\n```"`` is ``"42"``, and a
+    recorded output never ends in a line break), or, when generation stopped inside the block,
+    to the end; text after the block is commentary and dropped.
     """
     opening = _OPENING_FENCE.match(answer)
     if opening is None:
         return answer
     body = answer[opening.end() :]
     closing = re.search(rf"^ *{opening.group(1)}`*[ \t]*$", body, flags=re.MULTILINE)
-    return body[: closing.start()] if closing else body
+    if closing is None:
+        return body
+    return body[: closing.start()].removesuffix("\n").removesuffix("\r")

@@ -16,14 +16,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from themisto.evaluation.data import check_split, data_location, tasks_path
 from themisto.exceptions import InputError, short_message
+from themisto.filesystem import prepare_output_folder
 from themisto.vocabulary import (
     ANSWER_FILTER,
+    BASELINES,
     BPB_SUFFIX,
     BPB_TASKS,
     LM_EVAL_GROUP,
@@ -86,7 +88,11 @@ def evaluate(
     ``tokenizer`` and put back in the train or eval mode it was in. Samples are
     always logged; with ``output_path`` the results JSON and one
     ``samples_<task>_<date>.jsonl`` per task are written in lm-eval's own layout
-    (``output_path/<model name>/``), which ``themisto report`` reads.
+    (``output_path/<model name>/``, the name from ``pretrained=``/``model=``, else
+    the registered name, else the checkpoint path a model object was loaded from),
+    which ``themisto report`` reads. ``output_path`` is created and proved
+    writable before anything is evaluated. An ``hf`` model runs on the CPU when
+    there is no CUDA device and neither ``device`` nor the model arguments name one.
     ``kwargs`` go to ``simple_evaluate`` (``batch_size``,
     ``apply_chat_template``, ``gen_kwargs``, ...). Returns None on the
     non-zero ranks of a multi-process run, as ``simple_evaluate`` does.
@@ -103,37 +109,43 @@ def evaluate(
     unknown = [name for name in tasks if name not in manager.all_tasks]
     if unknown:
         raise InputError(f"unknown task(s) {', '.join(unknown)} (choose from {', '.join(manager.all_tasks)})")
-    tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
-    module = _torch_module(model)
-    was_training = module.training if module is not None else False
-    try:
-        if module is not None:
-            from lm_eval.models.huggingface import HFLM
+    if isinstance(model, str) and kwargs.get("device") is None:
+        kwargs["device"] = _default_device(model_class(model), model_args)
+    output = Path(output_path) if output_path is not None else None
+    with no_empty_folder_on_failure(output):
+        if output is not None:
+            prepare_output_folder(output)  # an unwritable folder fails now, not after the evaluation
+        tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
+        module = _torch_module(model)
+        was_training = module.training if module is not None else False
+        try:
+            if module is not None:
+                from lm_eval.models.huggingface import HFLM
 
-            model = HFLM(pretrained=module, tokenizer=tokenizer, batch_size=kwargs.get("batch_size", 1))
-        with _quiet_git():
-            results = lm_eval.simple_evaluate(
-                model=model,
-                model_args=model_args,
-                tasks=tasks,
-                limit=limit,
-                task_manager=manager,
-                evaluation_tracker=tracker,
-                log_samples=True,
-                **kwargs,
-            )
-    except TypeError as exc:
-        # a model argument the model's constructor does not take; any other TypeError is a bug
-        if "unexpected keyword argument" not in str(exc):
-            raise
-        name = model if isinstance(model, str) else type(model).__name__
-        raise InputError(f"{name}: a model argument is not accepted: {short_message(exc)}") from exc
-    finally:
-        if module is not None:
-            module.train(was_training)  # HFLM switched it to eval mode
-    if results is not None and tracker is not None:
-        _name_run(tracker, model, model_args)
-        _save(tracker, results)
+                model = HFLM(pretrained=module, tokenizer=tokenizer, batch_size=kwargs.get("batch_size", 1))
+            with _quiet_git():
+                results = lm_eval.simple_evaluate(
+                    model=model,
+                    model_args=model_args,
+                    tasks=tasks,
+                    limit=limit,
+                    task_manager=manager,
+                    evaluation_tracker=tracker,
+                    log_samples=True,
+                    **kwargs,
+                )
+        except TypeError as exc:
+            # a model argument the model's constructor does not take; any other TypeError is a bug
+            if "unexpected keyword argument" not in str(exc):
+                raise
+            name = model if isinstance(model, str) else type(model).__name__
+            raise InputError(f"{name}: a model argument is not accepted: {short_message(exc)}") from exc
+        finally:
+            if module is not None:
+                module.train(was_training)  # HFLM switched it to eval mode
+        if results is not None and tracker is not None:
+            _name_run(tracker, model, model_args)
+            _save(tracker, results)
     return results
 
 
@@ -179,11 +191,69 @@ def scores(results: dict[str, Any], prefix: str = "themisto") -> dict[str, float
     return flat
 
 
+def model_class(name: str) -> type:
+    """The lm-eval model class registered as ``name``; an unknown name lists the Themisto baselines first."""
+    from difflib import get_close_matches
+
+    from lm_eval.api.registry import get_model, model_registry
+
+    import themisto.evaluation.baselines  # noqa: F401  registers the baseline models by name
+
+    try:
+        return get_model(name)
+    except ImportError as exc:  # registered, but its module needs a package this installation lacks
+        extra = "themisto[vllm]" if exc.name == "vllm" else "the package lm-eval names for this model"
+        raise InputError(
+            f"model {name!r} needs {exc.name or 'a package'}, which is not installed (pip install {extra})"
+        ) from None
+    except ValueError:
+        others = sorted(set(model_registry.keys()) - set(BASELINES))
+        close = get_close_matches(name, [*BASELINES, *others], n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise InputError(
+            f"unknown model {name!r}: {hint}Themisto baselines: {', '.join(BASELINES)}; "
+            f"lm-eval models: {', '.join(others)}"
+        ) from None
+
+
+def _default_device(model_class: type, model_args: str | dict[str, Any] | None) -> str | None:
+    """``cpu`` for a transformers model (HFLM) on a machine without CUDA, unless the arguments name a device.
+
+    lm-eval drops a ``device`` of None, so HFLM keeps its own default, ``cuda``, and fails on a CPU
+    machine; any other model keeps its default (None).
+    """
+    from lm_eval.utils import simple_parse_args_string
+
+    # a subclass of HFLM has imported lm-eval's huggingface module; nothing else needs it here
+    huggingface = sys.modules.get("lm_eval.models.huggingface")
+    if huggingface is None or not issubclass(model_class, huggingface.HFLM):
+        return None
+    arguments = simple_parse_args_string(model_args) if isinstance(model_args, str) else (model_args or {})
+    if "device" in arguments:
+        return None
+    import torch
+
+    return None if torch.cuda.is_available() else "cpu"
+
+
 def _torch_module(model: object) -> TrainableModel | None:
     """``model`` when it is a torch module (a transformers model object), else None."""
     # torch is optional: a model object of it exists only once something has imported it
     torch = sys.modules.get("torch")
     return model if torch is not None and isinstance(model, torch.nn.Module) else None
+
+
+@contextmanager
+def no_empty_folder_on_failure(folder: Path | None) -> Iterator[None]:
+    """Remove ``folder`` again when the body fails, if it did not exist before and nothing was written there."""
+    made = folder is not None and not folder.exists()
+    try:
+        yield
+    except BaseException:
+        if made and folder is not None:
+            with suppress(OSError):  # not empty, or gone: leave it as it is
+                folder.rmdir()
+        raise
 
 
 @contextmanager
@@ -227,8 +297,21 @@ def _name_run(tracker: Any, model: str | LM | TrainableModel, model_args: str | 
 
     config = tracker.general_config_tracker
     if config._get_model_name(model_args) is None:
-        config.model_name = model if isinstance(model, str) else type(model).__name__
+        config.model_name = _model_label(model)
         config.model_name_sanitized = sanitize_model_name(config.model_name)
+
+
+def _model_label(model: str | LM | TrainableModel) -> str:
+    """A model's name (a registered name, an API model's ``model``) or checkpoint path, else its class name."""
+    if isinstance(model, str):
+        return model
+    # an HFLM holds the transformers model as .model, an API model its name; a transformers model
+    # knows the folder or Hub id it was loaded from (name_or_path), so two checkpoints get two folders
+    inner = getattr(model, "model", None)
+    if isinstance(inner, str) and inner:
+        return inner
+    path = getattr(inner if inner is not None else model, "name_or_path", None)
+    return str(path) if path else type(model).__name__
 
 
 def _save(tracker: Any, results: dict[str, Any]) -> None:
