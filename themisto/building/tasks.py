@@ -158,6 +158,8 @@ class Example:
     runtime_changed: list[int] | None = None
     output_kind: str = "none"  # the target step's output, see themisto.building.categories.output_kind
     step_kind: str = "first_run"  # see themisto.building.categories.StepKinds
+    # the kernel's Python and libraries' versions, (name, version) pairs (kernel_environment); () unknown
+    environment: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)  # one per input step: slots keep selection memory small
@@ -420,7 +422,15 @@ class VariableChanges:
 
 def _description(variable: Variable) -> tuple[object, ...]:
     """What the snapshot says of a variable, its name aside."""
-    return (variable.type, variable.size_bytes, variable.shape, variable.len, variable.repr, variable.repr_failed)
+    return (
+        variable.type,
+        variable.size_bytes,
+        variable.shape,
+        variable.len,
+        variable.repr,
+        variable.repr_failed,
+        variable.description,
+    )
 
 
 @dataclass
@@ -433,6 +443,7 @@ class StepContext:
     before: Step | None  # the previous step of the same kernel session; None after a restart
     step_kind: str  # see themisto.building.categories.StepKinds
     runtime_changed: list[int]  # per variable of before.runtime: the step at which it last changed
+    environment: tuple[tuple[str, str], ...] = ()  # see kernel_environment
 
     @property
     def example_id(self) -> str:
@@ -464,12 +475,26 @@ class StepContext:
             runtime_changed=self.runtime_changed,
             output_kind=self.output_kind,
             step_kind=self.step_kind,
+            environment=self.environment,
         )
+
+
+def kernel_environment(path: Path) -> tuple[tuple[str, str], ...]:
+    """The kernel's Python and libraries' versions from a trajectory's provenance: ``(("python", "3.12.3"),
+    ("numpy", "2.4.0"), ...)``; () when the trajectory has no provenance or it names no versions."""
+    from themisto.recording.provenance import read_provenance
+
+    provenance = read_provenance(path)
+    if provenance is None:
+        return ()
+    python = (("python", provenance.python),) if provenance.python else ()
+    return python + tuple(sorted(provenance.libraries.items()))
 
 
 def iter_contexts(paths: Sequence[Path], max_context_chars: int) -> Iterator[StepContext]:
     """Second pass: every step of ``paths`` in trajectory order, with its history and previous step."""
     for path in paths:
+        environment = kernel_environment(path)
         window = HistoryWindow(max_context_chars)
         changes = VariableChanges()
         kinds = StepKinds()
@@ -482,7 +507,9 @@ def iter_contexts(paths: Sequence[Path], max_context_chars: int) -> Iterator[Ste
                 if started:
                     window.append(RESTART_CELL)
             runtime_changed = changes.steps(before.runtime) if before else []
-            yield StepContext(step, window.cells, window.dropped, before, kinds.classify(step), runtime_changed)
+            yield StepContext(
+                step, window.cells, window.dropped, before, kinds.classify(step), runtime_changed, environment
+            )
             window.append(HistoryCell(step.code, step.output))
             changes.update(step)
             before, started = step, True

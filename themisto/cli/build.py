@@ -89,6 +89,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="each variable's repr is cut to this many characters in the prompt (default: %(default)s); "
         "record's --max-repr-chars is the cap of the recording itself",
     )
+    parser.add_argument(
+        "--no-descriptions",
+        dest="descriptions",
+        action="store_false",
+        help="leave the variables' structured descriptions (columns and dtypes, index, ranges) out of the runtime "
+        "block, so it shows type, size, shape/len and repr alone: the block before issue 20, for ablations",
+    )
     # the flag's name before record's repr cap and the prompt's got names of their own; kept for old scripts
     parser.add_argument("--max-repr-chars", type=int, dest="prompt_repr_chars", help=argparse.SUPPRESS)
     parser.add_argument("--license", default="apache-2.0", help="license id written to the card (default: %(default)s)")
@@ -119,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         runtime_format=args.runtime_format,
         max_runtime_chars=args.max_runtime_chars,
         prompt_repr_chars=args.prompt_repr_chars,
+        descriptions=args.descriptions,
     )
     with ProgressBars(args.quiet) as bars:
         summary = build_dataset(
