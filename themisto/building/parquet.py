@@ -210,7 +210,7 @@ def _build_locked(
         }
         try:
             written = 0
-            for piece in iter_tables(paths, chosen, selection.max_context_chars, render):
+            for piece in iter_tables(paths, chosen, selection.max_context_chars, render, selection.mask_machine_text):
                 writers[piece.config, piece.split].write(piece.table)
                 if piece.config == TRAJECTORIES and progress is not None:  # one trajectories piece per batch of steps
                     written += len(piece.table)

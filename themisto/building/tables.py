@@ -252,7 +252,11 @@ class _TaskColumns:
 
 
 def iter_tables(
-    paths: Sequence[Path], chosen: Selection, max_context_chars: int, render: RenderOptions
+    paths: Sequence[Path],
+    chosen: Selection,
+    max_context_chars: int,
+    render: RenderOptions,
+    mask_machine_text: bool = True,
 ) -> Iterator[TablePiece]:
     """Every config and split of a build as table pieces, in trajectory order, in one pass.
 
@@ -267,7 +271,8 @@ def iter_tables(
     examples = _TaskColumns(render, splits, duplicates)
     previous: dict[str, Any] | None = None  # the trajectory row of the previous step
     count = 0
-    for count, context in enumerate(iter_contexts(paths, max_context_chars), 1):  # noqa: B007 (read after the loop)
+    contexts = iter_contexts(paths, max_context_chars, mask_machine_text)
+    for count, context in enumerate(contexts, 1):  # noqa: B007 (read after the loop)
         row = trajectory_row(context.step)
         if context.example_id in eligible:
             # the state before the step is the previous step's snapshot, already converted for its own row
