@@ -127,6 +127,47 @@ def card_metadata(summary: BuildSummary, license_id: str, folder: Path) -> str:
     return f"---\n{card_data.to_yaml()}\n---\n"
 
 
+def _history_budget(chars: int) -> str:
+    """The card's sentence on the history budget."""
+    if not chars:
+        return "The history is whole (`--max-context-chars 0`), as in the paper."
+    return (
+        f"The history is cut from the oldest end to {chars} characters of code and output, whole cells only"
+        " (`history_dropped` counts the cells left out, restart markers included; `--max-context-chars 0`"
+        " keeps the whole history, as the paper does)."
+    )
+
+
+def _masking(masked: bool) -> str:
+    """The card's sentence on machine-dependent text in outputs."""
+    if not masked:
+        return "Outputs are shown as recorded (`--keep-machine-text`)."
+    return (
+        "In the history and the targets, kernel pids (`ipykernel_<pid>`), random temporary names"
+        " (`tmp<random>`) and memory addresses (`at 0x?`) are masked (`--keep-machine-text` keeps them)."
+    )
+
+
+def _samples(sample: str, samples: str) -> str:
+    """The card's clause on whether both tasks share one test sample (of the paper's draw)."""
+    if sample != "paper":
+        return ""
+    if samples == "shared":
+        return "; one sample serves both tasks (`--samples shared`, the paper's reading): the output-prediction draw"
+    return "; each task is drawn on its own, by its own target's length (`--samples shared` draws one for both)"
+
+
+def _descriptions(described: bool) -> str:
+    """The card's sentence on the variables' structured descriptions."""
+    if not described:
+        return "Variables are shown without their structured descriptions (`--no-descriptions`)."
+    return (
+        "Each variable shows its structured description where it has one (a frame's columns with their dtypes"
+        " and its index, a series' name, dtype and index, an array's dtype and range, a container's item"
+        " types), kept whole for the variables the target cell reads."
+    )
+
+
 def read_card_metadata(folder: str | Path) -> dict[str, Any]:
     """The YAML metadata of a build's ``README.md`` dataset card, as a dict.
 
@@ -221,9 +262,16 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
     images_rule = (
         "kept (`--include-images`)"
         if opts.include_images
-        else "dropped from output prediction (their target is a placeholder such as `<image/png>`); "
-        "they stay in next cell prediction"
+        else "dropped from output prediction (their target is a placeholder such as `<image/png>`"
+        + (
+            ", or a figure's text `<Figure size ...>`, `--keep-figure-text` keeps those"
+            if opts.figure_text_as_image
+            else ""
+        )
+        + "); they stay in next cell prediction"
     )
+    if not opts.include_timing:
+        images_rule += "; so are the outputs of cells that measure time and print a duration (`--include-timing`)"
     stability_rule = (
         "Only steps whose output was reproducible across re-executions are kept, for both tasks."
         if opts.stable_only
@@ -236,7 +284,8 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         "has an answer too trivial to measure anything"
     )
     history_rule = (
-        f"Steps with fewer than {opts.min_history} earlier executions in their trajectory are dropped"
+        f"Steps with fewer than {opts.min_history} earlier executions in their trajectory are not drawn into"
+        " `test` (`full` keeps them)"
         + (" (the paper's selected cells had at least five earlier actions)." if opts.min_history == 5 else ".")
         if opts.min_history
         else "Every step qualifies whatever the number of earlier executions (`--min-history 0`)."
@@ -294,9 +343,9 @@ restarts: what the developer had on screen. A restart appears in it as a cell
 of its own, code `# --- kernel restarted ---` and empty output, placed before
 the first step run in the new kernel; prompts render it as the line
 "--- The kernel was restarted here: variables defined by the cells above no
-longer exist. ---". The history is cut from the oldest end to
-{opts.max_context_chars} characters of code and output, whole cells only
-(`history_dropped` counts the cells left out, restart markers included).
+longer exist. ---". {_history_budget(opts.max_context_chars)}
+{_masking(opts.mask_machine_text)} Both prompts of a pair open with a line naming the
+kernel's Python and main libraries' versions (from each trajectory's provenance).
 
 ## Selection protocol
 
@@ -308,7 +357,7 @@ longer exist. ---". The history is cut from the oldest end to
 4. {stability_rule}
 5. Examples whose target is empty or blank are {empty_rule}.
 6. {history_rule}
-7. Sample: {sample}. Strata are rank quartiles of the target length (output
+7. Sample: {sample}{_samples(opts.sample, opts.samples)}. Strata are rank quartiles of the target length (output
    length for output prediction, code length for next cell), ties broken by
    example id; a stratum with too few examples gives all it has.
 
@@ -322,7 +371,7 @@ longer exist. ---". The history is cut from the oldest end to
 
 The runtime block of this build uses the `{render.runtime_format}` format, at
 most {render.max_runtime_chars} characters, each repr cut to
-{render.prompt_repr_chars} characters. Its header gives the number of variables,
+{render.prompt_repr_chars} characters. {_descriptions(render.descriptions)} Its header gives the number of variables,
 the kernel's memory and the execution time of the previous cell (the paper's
 runtime fields). Formats `themisto build` offers:
 

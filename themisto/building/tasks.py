@@ -247,13 +247,18 @@ def target_stable(task: str, output_stable: bool | None) -> bool | None:
     return output_stable if task == OUTPUT_PREDICTION else True
 
 
-def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[StepStats], dict[Path, str]]:
+def scan(
+    paths: Sequence[Path], progress: Progress | None = None, mask_machine_text: bool = True
+) -> tuple[list[StepStats], dict[Path, str]]:
     """First pass: lengths and flags of every step, in trajectory-file order, and the invalid files skipped.
 
+    Output lengths are those of the output as a model is shown it (masked, with ``mask_machine_text``).
     A file that breaks the step schema or repeats a step number is skipped
     whole (one bad trajectory never fails a corpus); a step id found in two
     files is an error of the corpus, not of either file. ``progress`` counts files.
     """
+    from themisto.recording.outputs import mask_machine_text as mask
+
     stats: list[StepStats] = []
     skipped: dict[Path, str] = {}
     seen: set[str] = set()
@@ -270,7 +275,7 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[
                     key,
                     step.step,
                     len(step.code),
-                    len(step.output),
+                    len(mask(step.output) if mask_machine_text else step.output),
                     step.error is not None,
                     step.recording_stopped,
                     is_image_only(step.output),
@@ -295,7 +300,7 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[
 
 def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None) -> Selection:
     """Apply the selection protocol and return the chosen example ids per task."""
-    stats, skipped = scan(paths, progress)
+    stats, skipped = scan(paths, progress, options.mask_machine_text)
     if not stats:
         if skipped:
             first = next(iter(skipped.values()))
