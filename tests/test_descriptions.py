@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -74,6 +77,24 @@ def test_a_wide_mixed_frame_the_cell_reads_shows_every_column_and_dtype(wide_bui
         assert listing == "columns (36): " + ", ".join(expected)
         assert "index: RangeIndex 0 to 49" in wide.description
         assert "more variables not shown" in block or runtime_format != "text"  # the budget was tight
+
+
+def test_both_prompts_of_a_pair_name_the_kernels_python_and_libraries(wide_build: tuple[Path, Path]) -> None:
+    trajectory, root = wide_build
+    out = root / "build-environment"
+    build_dataset([trajectory], out, SelectionOptions(sample="all", quantile=1.0))
+    line = f"The kernel ran Python {platform.python_version()}, "  # the kernel runs this interpreter
+    for config in ("output_prediction", "output_prediction_runtime", "next_cell_prediction_runtime"):
+        (path,) = (out / config).glob("full-*.parquet")
+        for row in pq.read_table(path).to_pylist():
+            named = row["prompt"].split("\n\n")[1]
+            assert named.startswith(line) and f"pandas {importlib.metadata.version('pandas')}" in named
+    bare = root / "bare"
+    bare.mkdir(exist_ok=True)
+    shutil.copy(trajectory, bare / trajectory.name)  # no provenance beside it: no line, in both arms
+    build_dataset([bare / trajectory.name], root / "build-bare", SelectionOptions(sample="all", quantile=1.0))
+    (path,) = (root / "build-bare" / "output_prediction").glob("full-*.parquet")
+    assert all("The kernel ran" not in row["prompt"] for row in pq.read_table(path).to_pylist())
 
 
 def test_the_old_block_is_one_option_away(wide_build: tuple[Path, Path]) -> None:

@@ -9,8 +9,8 @@ determinism ceiling is the share of stable steps: no predictor, however
 perfect, can match an unstable target exactly.
 
 Fidelity needs no extra run: for steps that carry the ``original_output`` of
-the source log (JuNE ``finished_execute``), the recorded re-execution is
-compared with what the original session printed.
+the source (a JuNE log's ``finished_execute``, a notebook cell's stored outputs), the recorded
+re-execution is compared with what the original session printed.
 
 Each trajectory is replayed with the options it was recorded with, read from
 its provenance (:mod:`themisto.recording.provenance`), and annotated copies
