@@ -84,13 +84,10 @@ def compression_delta(build: Path, resamples: int = 2000) -> tuple[float, float,
     return statistics.fmean(every), low, high, sum(d < 0 for d in every), sum(d > 0 for d in every)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("build", type=Path)
-    parser.add_argument("--tokenizer-gguf", type=Path, help="a GGUF file whose tokenizer counts the block's tokens")
-    parser.add_argument("--compression", action="store_true", help="also the compression control (see above)")
-    args = parser.parse_args()
-    output = rows(args.build, "output_prediction_runtime")
+def frames_shown(output: list[dict]) -> tuple[list[dict], int, int, int]:
+    """Of runtime output-prediction rows: those whose cell reads a DataFrame, how many of them show every
+    column of every frame read with its dtype, how many frames they read, and how many of those the
+    block shows with a cut repr (or not at all)."""
     reading = [row for row in output if frames_read(row)]
     frames = whole = cut = 0
     for row in reading:
@@ -102,6 +99,17 @@ def main() -> int:
             cut += block is None or block.repr_truncated or block.repr.endswith(PROMPT_REPR_TRUNCATION_MARK)
             described &= block is not None and every_column_with_dtype(block, frame["shape"][1])
         whole += described
+    return reading, whole, frames, cut
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("build", type=Path)
+    parser.add_argument("--tokenizer-gguf", type=Path, help="a GGUF file whose tokenizer counts the block's tokens")
+    parser.add_argument("--compression", action="store_true", help="also the compression control (see above)")
+    args = parser.parse_args()
+    output = rows(args.build, "output_prediction_runtime")
+    reading, whole, frames, cut = frames_shown(output)
     print(f"output test examples: {len(output)}; reading a DataFrame: {len(reading)} ({frames} frames read)")
     print(
         f"  every column of every frame read shown with its dtype: {whole} of {len(reading)}"

@@ -97,6 +97,19 @@ def test_both_prompts_of_a_pair_name_the_kernels_python_and_libraries(wide_build
     assert all("The kernel ran" not in row["prompt"] for row in pq.read_table(path).to_pylist())
 
 
+def test_the_committed_build_shows_every_column_and_dtype_of_the_frames_its_output_cells_read() -> None:
+    from test_corpus import data_module
+
+    build = Path(__file__).resolve().parent.parent / "hf_dataset"
+    if not (build / "README.md").is_file():
+        pytest.skip("no committed build yet: themisto build data/trajectories -o hf_dataset")
+    stats = data_module("block_stats")
+    reading, whole, _, _ = stats.frames_shown(stats.rows(build, "output_prediction_runtime"))
+    assert len(reading) >= 100 and whole >= 0.95 * len(reading)  # the bar; 164 of 164 when measured
+    plain = stats.rows(build, "output_prediction_runtime", "test")
+    assert not stats.frames_shown([{**row, "runtime_text": ""} for row in plain])[1]  # no block, no columns
+
+
 def test_the_old_block_is_one_option_away(wide_build: tuple[Path, Path]) -> None:
     trajectory, _ = wide_build
     steps = read_trajectory(trajectory)
