@@ -8,9 +8,11 @@ import pyarrow.parquet as pq
 import pytest
 from synthetic import synthetic_steps, write_steps
 
+from themisto.building.card import read_build_options
 from themisto.building.parquet import build_dataset
 from themisto.building.tasks import SelectionOptions, iter_examples, select
 from themisto.cli import main
+from themisto.exceptions import InputError
 from themisto.recording.outputs import mask_machine_text, normalize_output
 from themisto.trajectory import Step
 from themisto.vocabulary import NEXT_CELL_PREDICTION, OUTPUT_PREDICTION
@@ -96,3 +98,13 @@ def test_the_build_cli_takes_every_deviation_option(trajectory: Path, tmp_path: 
     build_dataset([trajectory], tmp_path / "default", SelectionOptions(sample="all", quantile=1.0))
     (path,) = (tmp_path / "default" / "output_prediction").glob("full-*.parquet")
     assert {row["example_id"] for row in pq.read_table(path).to_pylist()}.isdisjoint({"t/6", "t/7"})
+
+
+def test_a_card_of_an_older_build_is_told_to_build_again(trajectory: Path, tmp_path: Path) -> None:
+    out = tmp_path / "built"
+    build_dataset([trajectory], out, SelectionOptions(sample="all", quantile=1.0))
+    card = out / "README.md"
+    lines = card.read_text(encoding="utf-8").splitlines(keepends=True)
+    card.write_text("".join(line for line in lines if not line.strip().startswith("samples:")), encoding="utf-8")
+    with pytest.raises(InputError, match=r"built by an older Themisto \(its build options lack samples\): build it"):
+        read_build_options(out)

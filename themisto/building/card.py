@@ -207,6 +207,12 @@ def read_build_options(folder: str | Path) -> tuple[SelectionOptions, RenderOpti
         for old, new in _RENAMED_OPTIONS.items():  # a card written before an option was renamed
             if old in options and new not in options:
                 options[new] = options.pop(old)
+        wanted = [*SelectionOptions.__dataclass_fields__, *RenderOptions.__dataclass_fields__]
+        missing = [name for name in wanted if name not in options]
+        if missing and len(missing) < len(wanted):  # a card of an older Themisto, whose build it cannot redo
+            raise InputError(
+                f"{card}: built by an older Themisto (its build options lack {', '.join(missing)}): build it again"
+            )
         selection = SelectionOptions(**{k: options[k] for k in SelectionOptions.__dataclass_fields__})
         render = RenderOptions(**{k: options[k] for k in RenderOptions.__dataclass_fields__})
         return selection, render, str(meta["license"])
