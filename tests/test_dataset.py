@@ -17,7 +17,7 @@ from themisto.building.card import read_build_options
 from themisto.building.parquet import build_dataset, parquet_path
 from themisto.building.prompts import RenderOptions
 from themisto.building.tables import TASK_FEATURES, TRAJECTORY_FEATURES, config_splits, iter_tables
-from themisto.building.tasks import SelectionOptions, select
+from themisto.building.tasks import PAPER_MIN_HISTORY, SelectionOptions, select
 from themisto.cli import main
 from themisto.exceptions import InputError
 from themisto.trajectory import trajectory_files
@@ -225,7 +225,8 @@ def test_runtime_blocks_respect_their_budget(built: Path) -> None:
 
 def test_the_paper_sample_has_200_examples_stratified_10_180_10(built: Path) -> None:
     for task in TASKS:
-        full = rows(built, task, "full")
+        # the draw is from the full split's examples with enough history (min_history, 5 by default)
+        full = [r for r in rows(built, task, "full") if r["step"] >= PAPER_MIN_HISTORY]
         test_ids = {r["example_id"] for r in rows(built, task, "test")}
         ranked = sorted(full, key=lambda r: (len(r["target"]), r["example_id"]))
         n = len(ranked)

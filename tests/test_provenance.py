@@ -15,6 +15,7 @@ import pytest
 from themisto import __version__
 from themisto.cli import main
 from themisto.exceptions import InputError, OptionError
+from themisto.kernelside import snapshot
 from themisto.recording.options import RecordOptions, with_recorded
 from themisto.recording.provenance import read_provenance, sidecar
 from themisto.recording.record import record_source
@@ -54,9 +55,21 @@ def copy_of(recorded: Path, tmp_path: Path) -> Path:
     return tmp_path / "copy"
 
 
+def installed_libraries() -> dict[str, str]:
+    """The versions of the snapshot's libraries installed in this interpreter (the kernel's), found here."""
+    found = {}
+    for name in snapshot.LIBRARIES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
 def test_a_recorded_trajectory_carries_how_it_was_made(recorded: Path) -> None:
     data = json.loads((recorded / "out" / "nb.provenance.json").read_text(encoding="utf-8"))
     notebook = (recorded / "src" / "nb.ipynb").read_bytes()
+    assert {"numpy", "pandas"} <= data["libraries"].keys()  # the corpus extra installs both
     assert data == {
         "themisto_provenance": 1,
         "made_by": "record",
@@ -64,6 +77,7 @@ def test_a_recorded_trajectory_carries_how_it_was_made(recorded: Path) -> None:
         "schema": SCHEMA_VERSION,
         "python": platform.python_version(),  # the kernel runs this interpreter
         "ipykernel": importlib.metadata.version("ipykernel"),
+        "libraries": installed_libraries(),  # read from their metadata inside the kernel
         "source": {"name": "nb.ipynb", "sha256": hashlib.sha256(notebook).hexdigest(), "path": "../src/nb.ipynb"},
         "options": {
             "timeout": 30.0,
@@ -77,6 +91,7 @@ def test_a_recorded_trajectory_carries_how_it_was_made(recorded: Path) -> None:
             "max_variables": 1000,
             "isolate_home": False,
             "skip_pattern": JUNE_PLUGIN_PATTERN,
+            "notebook_order": "execution",
         },
         "workdir": {"policy": "source", "path": "../src"},
     }

@@ -49,6 +49,7 @@ def full_record() -> dict[str, Any]:
             "shape": [1, 2],
             "len": 1,
             "size_method": "nbytes",
+            "description": "columns (2): a int64, b str",
         }
     ]
     record.update(outputs=[{"output_type": "stream"}], original_output="o", output_length=1, stable=True)

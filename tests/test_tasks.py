@@ -209,16 +209,21 @@ def test_empty_targets_are_excluded_by_default_per_task_and_kept_on_request(tmp_
     )
 
 
-def test_min_history_follows_the_sample_and_drops_steps_with_fewer_earlier_executions(tmp_path: Path) -> None:
+def test_min_history_follows_the_sample_and_keeps_steps_with_fewer_earlier_executions_out_of_the_test_split(
+    tmp_path: Path,
+) -> None:
     assert SelectionOptions().min_history == PAPER_MIN_HISTORY == 5  # the paper's selected cells
     assert SelectionOptions(sample="all").min_history == 0
     assert SelectionOptions(sample="all", min_history=2).min_history == 2
     path = write_steps(tmp_path / "t.jsonl", [step(i, f"x{i}", str(i)) for i in range(8)])
+    every = [f"t/{i}" for i in range(8)]
     chosen = select([path], SelectionOptions(sample="all", quantile=1.0, min_history=3))
     for task in TASKS:
-        assert chosen.tasks[task].full == ["t/3", "t/4", "t/5", "t/6", "t/7"]
+        assert chosen.tasks[task].test == ["t/3", "t/4", "t/5", "t/6", "t/7"]
+        assert chosen.tasks[task].full == every  # full is every eligible example
     paper = select([path], SelectionOptions(quantile=1.0))
-    assert paper.tasks["output_prediction"].full == ["t/5", "t/6", "t/7"]
+    assert paper.tasks["output_prediction"].test == ["t/5", "t/6", "t/7"]
+    assert paper.tasks["output_prediction"].full == every
     with pytest.raises(InputError, match="min_history"):
         SelectionOptions(min_history=-1)
 
@@ -254,7 +259,15 @@ def test_paper_sample_on_a_trajectory_corpus(tmp_path: Path) -> None:
     assert selection.tasks["output_prediction"].test != selection.tasks["next_cell_prediction"].test
 
 
-@pytest.mark.parametrize("budget", [0, 7, 30, 100, 10_000])
+def test_a_history_budget_of_0_keeps_the_whole_history() -> None:
+    window = HistoryWindow(0)
+    session = [HistoryCell("x" * 500, "y" * 500) for _ in range(3000)]  # past the compaction at 1,024 cells
+    for cell in session:
+        window.append(cell)
+    assert window.cells == session and window.dropped == 0
+
+
+@pytest.mark.parametrize("budget", [1, 7, 30, 100, 10_000])
 def test_history_window_is_the_longest_suffix_of_whole_cells_within_the_budget(budget: int) -> None:
     # 2,500 cells: enough for the window to discard the cells it slid past (after 1,024)
     session = [HistoryCell("x" * (i % 7), "y" * (i % 11)) for i in range(2500)]

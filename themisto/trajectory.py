@@ -93,6 +93,11 @@ class Variable:
     shape: list[int] | None = column("shape of an array or frame, where cheap", default=None)
     len: int | None = column("`len()`, where cheap", default=None)
     size_method: str | None = column("how `size_bytes` was estimated (`getsizeof`, `nbytes`, ...)", default=None)
+    description: str | None = column(
+        "what a person looks at first, one fact a line: a frame's columns with dtypes and its index, a series'"
+        " name, dtype and index, an array's dtype and range, a container's item types; null for other objects",
+        default=None,
+    )
 
 
 @dataclass

@@ -131,6 +131,47 @@ def card_metadata(summary: BuildSummary, license_id: str, folder: Path) -> str:
     return f"---\n{card_data.to_yaml()}\n---\n"
 
 
+def _history_budget(chars: int) -> str:
+    """The card's sentence on the history budget."""
+    if not chars:
+        return "The history is whole (`--max-context-chars 0`), as in the paper."
+    return (
+        f"The history is cut from the oldest end to {chars} characters of code and output, whole cells only"
+        " (`history_dropped` counts the cells left out, restart markers included; `--max-context-chars 0`"
+        " keeps the whole history, as the paper does)."
+    )
+
+
+def _masking(masked: bool) -> str:
+    """The card's sentence on machine-dependent text in outputs."""
+    if not masked:
+        return "Outputs are shown as recorded (`--keep-machine-text`)."
+    return (
+        "In the history and the targets, kernel pids (`ipykernel_<pid>`), random temporary names"
+        " (`tmp<random>`) and memory addresses (`at 0x?`) are masked (`--keep-machine-text` keeps them)."
+    )
+
+
+def _samples(sample: str, samples: str) -> str:
+    """The card's clause on whether both tasks share one test sample (of the paper's draw)."""
+    if sample != "paper":
+        return ""
+    if samples == "shared":
+        return "; one sample serves both tasks (`--samples shared`, the paper's reading): the output-prediction draw"
+    return "; each task is drawn on its own, by its own target's length (`--samples shared` draws one for both)"
+
+
+def _descriptions(described: bool) -> str:
+    """The card's sentence on the variables' structured descriptions."""
+    if not described:
+        return "Variables are shown without their structured descriptions (`--no-descriptions`)."
+    return (
+        "Each variable shows its structured description where it has one (a frame's columns with their dtypes"
+        " and its index, a series' name, dtype and index, an array's dtype and range, a container's item"
+        " types), kept whole for the variables the target cell reads."
+    )
+
+
 def read_card_metadata(folder: str | Path) -> dict[str, Any]:
     """The YAML metadata of a build's ``README.md`` dataset card, as a dict.
 
@@ -170,6 +211,12 @@ def read_build_options(folder: str | Path) -> tuple[SelectionOptions, RenderOpti
         for old, new in _RENAMED_OPTIONS.items():  # a card written before an option was renamed
             if old in options and new not in options:
                 options[new] = options.pop(old)
+        wanted = [*SelectionOptions.__dataclass_fields__, *RenderOptions.__dataclass_fields__]
+        missing = [name for name in wanted if name not in options]
+        if missing and len(missing) < len(wanted):  # a card of an older Themisto, whose build it cannot redo
+            raise InputError(
+                f"{card}: built by an older Themisto (its build options lack {', '.join(missing)}): build it again"
+            )
         selection = SelectionOptions(**{k: options[k] for k in SelectionOptions.__dataclass_fields__})
         render = RenderOptions(**{k: options[k] for k in RenderOptions.__dataclass_fields__})
         return selection, render, str(meta["license"])
@@ -225,9 +272,16 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
     images_rule = (
         "kept (`--include-images`)"
         if opts.include_images
-        else "dropped from output prediction (their target is a placeholder such as `<image/png>`); "
-        "they stay in next cell prediction"
+        else "dropped from output prediction (their target is a placeholder such as `<image/png>`"
+        + (
+            ", or a figure's text `<Figure size ...>`, `--keep-figure-text` keeps those"
+            if opts.figure_text_as_image
+            else ""
+        )
+        + "); they stay in next cell prediction"
     )
+    if not opts.include_timing:
+        images_rule += "; so are the outputs of cells that measure time and print a duration (`--include-timing`)"
     stability_rule = (
         "Only steps whose output was reproducible across re-executions are kept, for both tasks."
         if opts.stable_only
@@ -240,7 +294,8 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         "has an answer too trivial to measure anything"
     )
     history_rule = (
-        f"Steps with fewer than {opts.min_history} earlier executions in their trajectory are dropped"
+        f"Steps with fewer than {opts.min_history} earlier executions in their trajectory are not drawn into"
+        " `test` (`full` keeps them)"
         + (" (the paper's selected cells had at least five earlier actions)." if opts.min_history == 5 else ".")
         if opts.min_history
         else "Every step qualifies whatever the number of earlier executions (`--min-history 0`)."
@@ -255,7 +310,10 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         "steps": sel.steps,
         "errors": sel.errors,
         "files": files,
-        "max_context_chars": opts.max_context_chars,
+        "history_budget": _history_budget(opts.max_context_chars),
+        "masking": _masking(opts.mask_machine_text),
+        "samples_rule": _samples(opts.sample, opts.samples),
+        "descriptions": _descriptions(render.descriptions),
         "max_code_chars": f"{sel.max_code_chars:g}",
         "max_output_chars": f"{sel.max_output_chars:g}",
         "quantile": f"{opts.quantile:g}",

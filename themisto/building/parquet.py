@@ -213,7 +213,10 @@ def _build_locked(
         }
         try:
             written = 0
-            for piece in iter_tables(paths, chosen, selection.max_context_chars, render, selection.seed):
+            pieces = iter_tables(
+                paths, chosen, selection.max_context_chars, render, selection.seed, selection.mask_machine_text
+            )
+            for piece in pieces:
                 writers[piece.config, piece.split].write(piece.table)
                 if piece.config == TRAJECTORIES and progress is not None:  # one trajectories piece per batch of steps
                     written += len(piece.table)

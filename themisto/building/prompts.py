@@ -16,12 +16,16 @@ The history lists every earlier cell with its output, numbered ``Cell 1:``,
 ``Cell 2:``, ...; a kernel restart is a line of its own between them
 (:data:`RESTART_LINE`), not a numbered cell.
 
+Both prompts of a pair open with the kernel's environment (:func:`render_environment`: its Python and main
+libraries' versions, from the trajectory's provenance), which the developer knew either way.
+
 Runtime formats (each bounded by ``max_runtime_chars`` for the whole block):
 
-- ``text``: one entry per variable, ``name: type, size, shape/len`` then its
-  repr, indented.
+- ``text``: one entry per variable, ``name: type, size, shape/len``, then its
+  structured description (``Variable.description``: a frame's columns and
+  dtypes and its index, ...) indented by two spaces, then its repr, indented by four.
 - ``json``: an object ``{"variables": [...], "not_shown": k}`` with one
-  variable object per line (keys sorted).
+  variable object per line (keys sorted; the description under ``description``).
 - ``referenced``: the ``text`` format restricted to the variables the target
   cell's code refers to (output prediction) or, for next-cell prediction, the
   code of the last ``referenced_window`` history cells. Names come from the
@@ -32,8 +36,9 @@ Truncation is deterministic: each repr is cut to ``prompt_repr_chars``; then, wh
 the whole block does not fit the budget, variables are taken whole in order of
 importance, each one that still fits, and the rest are counted in a closing
 line (``not_shown`` in JSON). The variables the target cell reads always come
-first; when even they do not fit, their reprs are cut shorter (halving, down to
-:data:`MIN_REPR_CHARS`) until they do. Importance (:func:`rank_variables`): first the
+first, their descriptions whole; when even they do not fit, their reprs are cut shorter (halving, down to
+:data:`MIN_REPR_CHARS`, then, for a variable that has a description, to nothing) until they do.
+``descriptions=False`` renders the block without descriptions (the block before issue 20, for ablations). Importance (:func:`rank_variables`): first the
 variables the target cell's code refers to (output prediction; for next-cell
 prediction the code is unknown), then the most recently changed ones (by the
 step at which their description last changed), ties by snapshot order; never by
@@ -94,6 +99,7 @@ class RenderOptions:
     # at RecordOptions.max_repr_chars: another cap, under another name)
     prompt_repr_chars: int = 300
     referenced_window: int = 3  # next-cell "referenced": names used in this many latest history cells
+    descriptions: bool = True  # show each variable's structured description (False: reprs alone)
 
     def __post_init__(self) -> None:
         if self.runtime_format not in RUNTIME_FORMATS:
@@ -134,7 +140,9 @@ def render_pairs(examples: Sequence[Example], options: RenderOptions) -> list[Pr
     first = examples[0]
     if any(e.history != first.history or e.runtime != first.runtime for e in examples[1:]):
         raise ValueError("render_pairs needs examples of one step (the same history and runtime)")
-    head = _INTRO + render_history(first.history)
+    if any(e.environment != first.environment for e in examples[1:]):
+        raise ValueError("render_pairs needs examples of one step (the same environment)")
+    head = _INTRO + render_environment(first.environment) + render_history(first.history)
     shared: tuple[str, int] | None = None  # the block ranked by recency alone, and how many it left out
     pairs = []
     for example in examples:
@@ -168,6 +176,14 @@ def _runtime_block(example: Example, options: RenderOptions, reads: Collection[s
         changed=example.runtime_changed,
         execution_time=example.execution_time_before,
     )
+
+
+def render_environment(environment: Sequence[tuple[str, str]]) -> str:
+    """The line naming the kernel's Python and libraries (``("python", "3.12.3")`` first); "" when unknown."""
+    if not environment:
+        return ""
+    named = [f"{'Python' if name == 'python' else name} {version}" for name, version in environment]
+    return f"The kernel ran {', '.join(named)}.\n\n"
 
 
 def referencing_code(example: Example, options: RenderOptions) -> list[str]:
@@ -292,14 +308,20 @@ def _render_runtime(
     if execution_time is not None:
         facts.append(f"previous cell ran in {execution_time:.3f} s")
     header = f"{_RUNTIME_HEADER} ({', '.join(facts)}):\n"
-    entry = _json_line if options.runtime_format == "json" else _text_entry
+    render_entry = _json_line if options.runtime_format == "json" else _text_entry
+
+    def entry(var: Variable, limit: int) -> str:
+        """A variable's entry with its repr cut to ``limit``; below MIN_REPR_CHARS only one with a description."""
+        described = options.descriptions and var.description is not None
+        return render_entry(var, limit if limit >= MIN_REPR_CHARS or described else MIN_REPR_CHARS, described)
+
     entries = [entry(var, options.prompt_repr_chars) for var in shown]
     budget = options.max_runtime_chars
     read = [i for i in ranked if shown[i].name in reads]
-    # the variables the cell reads must all show: when they do not fit with their reprs, cut those shorter
+    # the variables the cell reads must all show, descriptions whole: when they do not fit, cut their reprs
     limit = options.prompt_repr_chars
-    while limit > MIN_REPR_CHARS and len(header) + sum(len(entries[i]) + 2 for i in read) > budget - _CLOSING_CHARS:
-        limit = max(limit // 2, MIN_REPR_CHARS)
+    while limit > 0 and len(header) + sum(len(entries[i]) + 2 for i in read) > budget - _CLOSING_CHARS:
+        limit = max(limit // 2, MIN_REPR_CHARS) if limit > MIN_REPR_CHARS else 0
         for i in read:
             entries[i] = entry(shown[i], limit)
     if options.runtime_format == "json":
@@ -352,12 +374,13 @@ def _fitting(
 
 
 def _cut_repr(text: str, limit: int) -> str:
-    return (
-        text if len(text) <= limit else text[: limit - len(PROMPT_REPR_TRUNCATION_MARK)] + PROMPT_REPR_TRUNCATION_MARK
-    )
+    """``text`` within ``limit`` characters, a cut one ending with the mark (the mark alone below its length)."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - len(PROMPT_REPR_TRUNCATION_MARK), 0)] + PROMPT_REPR_TRUNCATION_MARK
 
 
-def _text_entry(var: Variable, max_repr_chars: int) -> str:
+def _text_entry(var: Variable, max_repr_chars: int, described: bool = False) -> str:
     facts = [var.type, f"{var.size_bytes} bytes" if var.size_bytes is not None else "size unknown"]
     if var.shape is not None:
         facts.append("shape " + "x".join(str(d) for d in var.shape))
@@ -367,10 +390,13 @@ def _text_entry(var: Variable, max_repr_chars: int) -> str:
     if var.repr_truncated and not value.endswith(PROMPT_REPR_TRUNCATION_MARK):
         value += PROMPT_REPR_TRUNCATION_MARK
     indented = "\n".join("    " + line for line in value.splitlines() or [""])
-    return f"- {var.name}: {', '.join(facts)}\n{indented}\n"
+    description = (
+        "".join(f"  {line}\n" for line in var.description.splitlines()) if described and var.description else ""
+    )
+    return f"- {var.name}: {', '.join(facts)}\n{description}{indented}\n"
 
 
-def _json_line(var: Variable, max_repr_chars: int) -> str:
+def _json_line(var: Variable, max_repr_chars: int, described: bool = False) -> str:
     entry: dict[str, Any] = {"name": var.name, "type": var.type, "size_bytes": var.size_bytes}
     if var.shape is not None:
         entry["shape"] = var.shape
@@ -379,13 +405,15 @@ def _json_line(var: Variable, max_repr_chars: int) -> str:
     cut = _cut_repr(var.repr, max_repr_chars)
     entry["repr"] = cut
     entry["repr_truncated"] = var.repr_truncated or cut != var.repr
+    if described and var.description is not None:
+        entry["description"] = var.description
     return "  " + json.dumps(entry, ensure_ascii=False, sort_keys=True)
 
 
 def shown_variables(runtime_text: str) -> list[Variable]:
     """The variables a runtime block shows, read back from its text (either format); [] for no block.
 
-    Each comes with what the block says of it: type, size, shape, len and the repr
+    Each comes with what the block says of it: type, size, shape, len, the description and the repr
     as shown (``repr_truncated`` when the block or the snapshot cut it).
     """
     header, _, body = runtime_text.partition("\n")
@@ -403,6 +431,9 @@ def shown_variables(runtime_text: str) -> list[Variable]:
             lines = []
         elif line.startswith("    ") and variables:
             lines.append(line[4:])
+        elif line.startswith("  ") and variables:  # a description line, indented by two
+            described = variables[-1].description
+            variables[-1].description = line[2:] if described is None else f"{described}\n{line[2:]}"
     if variables:
         _set_repr(variables[-1], lines)
     return variables
@@ -438,4 +469,5 @@ def _json_variable(entry: dict[str, Any]) -> Variable:
         repr_truncated=truncated,
         shape=entry.get("shape"),
         len=entry.get("len"),
+        description=entry.get("description"),
     )

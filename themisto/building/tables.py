@@ -321,7 +321,12 @@ def _with_state(example: Example, state: KernelState) -> Example:
 
 
 def iter_tables(
-    paths: Sequence[Path], chosen: Selection, max_context_chars: int, render: RenderOptions, seed: int = 0
+    paths: Sequence[Path],
+    chosen: Selection,
+    max_context_chars: int,
+    render: RenderOptions,
+    seed: int = 0,
+    mask_machine_text: bool = True,
 ) -> Iterator[TablePiece]:
     """Every config and split of a build as table pieces, in trajectory order, in one pass.
 
@@ -338,7 +343,8 @@ def iter_tables(
     placebos = PlaceboStates(seed, render.max_runtime_chars)
     previous: dict[str, Any] | None = None  # the trajectory row of the previous step
     count = 0
-    for count, context in enumerate(iter_contexts(paths, max_context_chars), 1):  # noqa: B007 (read after the loop)
+    contexts = iter_contexts(paths, max_context_chars, mask_machine_text)
+    for count, context in enumerate(contexts, 1):  # noqa: B007 (read after the loop)
         row = trajectory_row(context.step)
         # the state before the step is the previous step's snapshot, already converted for its own row
         before = previous["runtime"] if context.before is not None and previous is not None else []

@@ -26,7 +26,13 @@ after a restart sees the cells run before it, and an empty runtime state.
 The history is then cut to ``max_context_chars`` (the sum of the code and
 output lengths of its cells, restart markers included) from the oldest end, one
 whole cell at a time, so a cell is never cut in the middle; it stays a
-contiguous run of the most recent cells.
+contiguous run of the most recent cells. ``max_context_chars=0`` keeps the whole
+history, as the paper does.
+
+With ``mask_machine_text`` (the default) the outputs a model sees and predicts (history and targets) have
+what differs between machines and runs masked (:func:`themisto.recording.outputs.mask_machine_text`: kernel
+pids in ``ipykernel_<pid>`` paths, random temporary folder names, ``at 0x...`` memory addresses); the
+recorded steps keep them.
 
 Selection follows the paper's protocol, each rule an option:
 
@@ -36,9 +42,12 @@ Selection follows the paper's protocol, each rule an option:
    ``include_errors`` (the target is then the recorded output, which ends with
    the ``EName: evalue`` line).
 3. Steps whose output shows only images (plots: every line an ``<image/png>``
-   placeholder) are not eligible for output prediction unless
+   placeholder, or with ``figure_text_as_image`` a figure's text stand-in
+   ``<Figure size 640x480 with 1 Axes>``) are not eligible for output prediction unless
    ``include_images``: such a target is a constant that says nothing about the
    state. They stay eligible for next-cell prediction, whose target is code.
+   Likewise, unless ``include_timing``, steps whose code reads a clock (``%time``,
+   ``time.time()``, ...) and whose output shows a duration: a target no re-run reproduces.
 4. With ``stable_only``, only steps marked ``stable`` (output identical across
    re-executions) are eligible, for either task (one eligibility rule for both).
 4. Examples with an empty target (a cell without output for output prediction,
@@ -46,7 +55,8 @@ Selection follows the paper's protocol, each rule an option:
    eligible for that task unless ``include_empty``: an empty answer is trivial
    to give and says nothing about the runtime.
 5. Steps with fewer than ``min_history`` earlier executions in their trajectory
-   are not eligible. Its default follows the sample: 5 with ``sample="paper"``
+   are not drawn into the test split (the ``full`` split keeps every eligible
+   example). Its default follows the sample: 5 with ``sample="paper"``
    (the paper's selected cells had at least five earlier actions), 0 with
    ``sample="all"``.
 6. ``sample="paper"``: 200 examples per task, stratified by target length
@@ -55,7 +65,10 @@ Selection follows the paper's protocol, each rule an option:
    quartiles; 10 are drawn from Q1, 180 from Q2 and Q3 together, 10 from Q4,
    with ``random.Random`` seeded by the seed and the task name. A stratum with
    fewer examples than asked contributes all it has. ``sample="all"`` keeps
-   every eligible example in the test split as well.
+   every eligible example in the test split as well. With ``samples="shared"``
+   one sample serves both tasks, as in the paper's reading: the output-prediction
+   draw (by output length), each of its steps in the next-cell test split too where
+   eligible there; ``"separate"`` draws each task on its own (by its target's length).
 
 An example's ``stable`` says whether its *target* is reproducible: for output
 prediction the step's ``stable`` flag (None when unknown), for next-cell
@@ -74,6 +87,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +100,11 @@ from themisto.trajectory import Step, Variable, is_image_only, iter_steps
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER, TASKS
 
 SAMPLES = ("paper", "all")
+# One test sample for both tasks (the output-prediction draw), or one per task.
+SHARED, SEPARATE = "shared", "separate"
+TASK_SAMPLES = (SEPARATE, SHARED)
+# A matplotlib figure's text stand-in, printed when a figure is a cell's value but not drawn inline.
+FIGURE_TEXT = re.compile(r"<Figure size \d+(?:\.\d+)?x\d+(?:\.\d+)? with \d+ Axes>")
 # Examples drawn from the target-length quartiles Q1, Q2+Q3 and Q4 (the paper's 10/180/10).
 PAPER_STRATA = (10, 180, 10)
 # The paper's selected cells had at least five earlier actions: min_history's default with sample="paper".
@@ -104,12 +123,19 @@ class SelectionOptions:
     stable_only: bool = False  # keep only steps whose output was reproducible across re-executions
     max_context_chars: int = 8000  # budget of the history: sum of code and output lengths of its cells
     include_empty: bool = False  # keep examples whose target is empty (no output, or an empty cell)
-    # earlier executions a step needs to be eligible; None: PAPER_MIN_HISTORY with sample="paper", else 0
+    # earlier executions a step needs to be drawn into the test split; None: PAPER_MIN_HISTORY with
+    # sample="paper", else 0
     min_history: int | None = None
+    samples: str = SEPARATE  # SHARED: the output-prediction test sample serves next-cell prediction too
+    figure_text_as_image: bool = True  # a `<Figure size ...>` text output counts as image-only
+    include_timing: bool = False  # keep outputs that show a duration the cell measured
+    mask_machine_text: bool = True  # mask pids, temp folder names and memory addresses in outputs
 
     def __post_init__(self) -> None:
         if self.sample not in SAMPLES:
             raise InputError(f"unknown sample {self.sample!r}; expected one of {', '.join(SAMPLES)}")
+        if self.samples not in TASK_SAMPLES:
+            raise InputError(f"unknown samples {self.samples!r}; expected one of {', '.join(TASK_SAMPLES)}")
         if self.min_history is None:  # frozen: resolved once, so the card records the number used
             object.__setattr__(self, "min_history", PAPER_MIN_HISTORY if self.sample == "paper" else 0)
         if (self.min_history or 0) < 0:
@@ -158,6 +184,8 @@ class Example:
     runtime_changed: list[int] | None = None
     output_kind: str = "none"  # the target step's output, see themisto.building.categories.output_kind
     step_kind: str = "first_run"  # see themisto.building.categories.StepKinds
+    # the kernel's Python and libraries' versions, (name, version) pairs (kernel_environment); () unknown
+    environment: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)  # one per input step: slots keep selection memory small
@@ -171,6 +199,8 @@ class StepStats:
     is_error: bool
     recording_stopped: bool  # a recorder artefact (Step.recording_stopped), never a target
     image_only: bool  # the output shows nothing but images (is_image_only)
+    figure_text: bool  # the output is nothing but figures' text stand-ins (is_figure_text)
+    timing: bool  # the step measures time and its output shows a duration (shows_timing)
     stable: bool | None  # the step's output, as ``Step.stable``
     code_blank: bool
     output_blank: bool
@@ -217,13 +247,18 @@ def target_stable(task: str, output_stable: bool | None) -> bool | None:
     return output_stable if task == OUTPUT_PREDICTION else True
 
 
-def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[StepStats], dict[Path, str]]:
+def scan(
+    paths: Sequence[Path], progress: Progress | None = None, mask_machine_text: bool = True
+) -> tuple[list[StepStats], dict[Path, str]]:
     """First pass: lengths and flags of every step, in trajectory-file order, and the invalid files skipped.
 
+    Output lengths are those of the output as a model is shown it (masked, with ``mask_machine_text``).
     A file that breaks the step schema or repeats a step number is skipped
     whole (one bad trajectory never fails a corpus); a step id found in two
     files is an error of the corpus, not of either file. ``progress`` counts files.
     """
+    from themisto.recording.outputs import mask_machine_text as mask
+
     stats: list[StepStats] = []
     skipped: dict[Path, str] = {}
     seen: set[str] = set()
@@ -240,10 +275,12 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[
                     key,
                     step.step,
                     len(step.code),
-                    len(step.output),
+                    len(mask(step.output) if mask_machine_text else step.output),
                     step.error is not None,
                     step.recording_stopped,
                     is_image_only(step.output),
+                    is_figure_text(step.output),
+                    shows_timing(step.code, step.output),
                     step.stable,
                     not step.code.strip(),
                     not step.output.strip(),
@@ -263,7 +300,7 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[
 
 def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None) -> Selection:
     """Apply the selection protocol and return the chosen example ids per task."""
-    stats, skipped = scan(paths, progress)
+    stats, skipped = scan(paths, progress, options.mask_machine_text)
     if not stats:
         if skipped:
             first = next(iter(skipped.values()))
@@ -287,7 +324,6 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         and (options.include_errors or not s.is_error)
         and not s.recording_stopped
         and (not options.stable_only or s.stable is True)
-        and s.step >= min_history
     ]
     selection = Selection(
         trajectories=len({s.example_id.rsplit("/", 1)[0] for s in stats}),
@@ -298,19 +334,20 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         skipped=skipped,
     )
     output_stable = {s.example_id: s.stable for s in eligible_steps}
-    for task in TASKS:
-        candidates = [
-            s
-            for s in eligible_steps
-            if (options.include_empty or not s.target_blank(task))
-            and (options.include_images or task != OUTPUT_PREDICTION or not s.image_only)
-        ]
+    shared: tuple[set[str], tuple[int, int, int]] | None = None  # the output-prediction draw (samples="shared")
+    for task in TASKS:  # output prediction first, so a shared sample is drawn before next cell uses it
+        candidates = [s for s in eligible_steps if _task_eligible(s, task, options)]
         full = [s.example_id for s in candidates]
+        drawn = [s for s in candidates if s.step >= min_history]
         if options.sample == "all":
-            chosen_task = TaskSelection(full, list(full), None)
+            chosen_task = TaskSelection(full, [s.example_id for s in drawn], None)
         else:
-            lengths = {s.example_id: s.target_chars(task) for s in candidates}
-            chosen, strata = stratified_sample(lengths, f"{options.seed}:{task}")
+            if shared is None or options.samples == SEPARATE:
+                lengths = {s.example_id: s.target_chars(task) for s in drawn}
+                chosen, strata = stratified_sample(lengths, f"{options.seed}:{task}")
+                shared = shared or (chosen, strata)
+            else:
+                chosen, strata = shared
             # the test split keeps the trajectory order of the full split
             chosen_task = TaskSelection(full, [i for i in full if i in chosen], strata)
         chosen_task.stability = {
@@ -319,6 +356,30 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         }
         selection.tasks[task] = chosen_task
     return selection
+
+
+def _task_eligible(stats: StepStats, task: str, options: SelectionOptions) -> bool:
+    """Whether an eligible step makes an example of ``task``: a target that is not empty, not an image or
+    figure (output prediction), not a measured duration (output prediction), unless the options keep these."""
+    if not options.include_empty and stats.target_blank(task):
+        return False
+    if task != OUTPUT_PREDICTION:
+        return True
+    image = stats.image_only or (options.figure_text_as_image and stats.figure_text)
+    return (options.include_images or not image) and (options.include_timing or not stats.timing)
+
+
+def is_figure_text(output: str) -> bool:
+    """Whether every line of an output is a figure's text stand-in (``<Figure size 640x480 with 1 Axes>``)."""
+    return bool(output) and all(FIGURE_TEXT.fullmatch(line) for line in output.split("\n"))
+
+
+def shows_timing(code: str, output: str) -> bool:
+    """Whether a step measures time (``%time``, ``time.time()``, ``perf_counter``, ``tqdm``) and its output shows a
+    duration (``1.2 ms``, ``3 s``): the rules :func:`themisto.recording.stability.instability_causes` names ``time`` by."""
+    from themisto.recording.stability import CLOCK_CALL, DURATION
+
+    return bool(CLOCK_CALL.search(code)) and bool(DURATION.search(output))
 
 
 def stability_counts(flags: Iterable[bool | None]) -> tuple[int, int, int]:
@@ -351,7 +412,7 @@ class HistoryWindow:
     """
 
     def __init__(self, budget: int) -> None:
-        self.budget = budget
+        self.budget = budget or None  # 0: no budget, the whole history
         self.clear()
 
     def clear(self) -> None:
@@ -365,7 +426,7 @@ class HistoryWindow:
         """Add the newest cell, dropping the oldest ones that no longer fit."""
         self._cells.append(cell)
         self._used += cell.chars
-        while self._used > self.budget:
+        while self.budget is not None and self._used > self.budget:
             self._used -= self._cells[self._start].chars
             self._start += 1
         if self._start > 1024 and self._start * 2 > len(self._cells):
@@ -420,7 +481,15 @@ class VariableChanges:
 
 def variable_description(variable: Variable) -> tuple[object, ...]:
     """What the snapshot says of a variable, its name aside."""
-    return (variable.type, variable.size_bytes, variable.shape, variable.len, variable.repr, variable.repr_failed)
+    return (
+        variable.type,
+        variable.size_bytes,
+        variable.shape,
+        variable.len,
+        variable.repr,
+        variable.repr_failed,
+        variable.description,
+    )
 
 
 @dataclass
@@ -433,6 +502,8 @@ class StepContext:
     before: Step | None  # the previous step of the same kernel session; None after a restart
     step_kind: str  # see themisto.building.categories.StepKinds
     runtime_changed: list[int]  # per variable of before.runtime: the step at which it last changed
+    environment: tuple[tuple[str, str], ...] = ()  # see kernel_environment
+    output: str | None = None  # the step's output as a model is shown it (masked); None: as recorded
 
     @property
     def example_id(self) -> str:
@@ -457,19 +528,41 @@ class StepContext:
             code=step.code if output_task else "",
             runtime=before.runtime if before else [],
             memory_bytes_before=before.memory_bytes if before else None,
-            target=step.output if output_task else step.code,
+            target=(step.output if self.output is None else self.output) if output_task else step.code,
             target_is_error=step.error is not None,
             stable=target_stable(task, step.stable),
             execution_time_before=before.execution_time if before else None,
             runtime_changed=self.runtime_changed,
             output_kind=self.output_kind,
             step_kind=self.step_kind,
+            environment=self.environment,
         )
 
 
-def iter_contexts(paths: Sequence[Path], max_context_chars: int) -> Iterator[StepContext]:
-    """Second pass: every step of ``paths`` in trajectory order, with its history and previous step."""
+def kernel_environment(path: Path) -> tuple[tuple[str, str], ...]:
+    """The kernel's Python and libraries' versions from a trajectory's provenance: ``(("python", "3.12.3"),
+    ("numpy", "2.4.0"), ...)``; () when the trajectory has no provenance or it names no versions."""
+    from themisto.recording.provenance import read_provenance
+
+    provenance = read_provenance(path)
+    if provenance is None:
+        return ()
+    python = (("python", provenance.python),) if provenance.python else ()
+    return python + tuple(sorted(provenance.libraries.items()))
+
+
+def iter_contexts(
+    paths: Sequence[Path], max_context_chars: int, mask_machine_text: bool = True
+) -> Iterator[StepContext]:
+    """Second pass: every step of ``paths`` in trajectory order, with its history and previous step.
+
+    ``max_context_chars`` bounds the history (0: the whole history); with ``mask_machine_text``, outputs
+    (history and targets) are masked as :func:`themisto.recording.outputs.mask_machine_text` says.
+    """
+    from themisto.recording.outputs import mask_machine_text as mask
+
     for path in paths:
+        environment = kernel_environment(path)
         window = HistoryWindow(max_context_chars)
         changes = VariableChanges()
         kinds = StepKinds()
@@ -482,17 +575,21 @@ def iter_contexts(paths: Sequence[Path], max_context_chars: int) -> Iterator[Ste
                 if started:
                     window.append(RESTART_CELL)
             runtime_changed = changes.steps(before.runtime) if before else []
-            yield StepContext(step, window.cells, window.dropped, before, kinds.classify(step), runtime_changed)
-            window.append(HistoryCell(step.code, step.output))
+            output = mask(step.output) if mask_machine_text else step.output
+            kind = kinds.classify(step)
+            yield StepContext(step, window.cells, window.dropped, before, kind, runtime_changed, environment, output)
+            window.append(HistoryCell(step.code, output))
             changes.update(step)
             before, started = step, True
 
 
-def iter_examples(paths: Sequence[Path], task: str, ids: Iterable[str], max_context_chars: int) -> Iterator[Example]:
+def iter_examples(
+    paths: Sequence[Path], task: str, ids: Iterable[str], max_context_chars: int, mask_machine_text: bool = True
+) -> Iterator[Example]:
     """The examples of ``task`` whose ids are in ``ids``, in trajectory order."""
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
     wanted = set(ids)
-    for context in iter_contexts(paths, max_context_chars):
+    for context in iter_contexts(paths, max_context_chars, mask_machine_text):
         if context.example_id in wanted:
             yield context.example(task)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from themisto.building.prompts import RUNTIME_FORMATS, RenderOptions
-from themisto.building.tasks import PAPER_MIN_HISTORY, SAMPLES, SelectionOptions
+from themisto.building.tasks import PAPER_MIN_HISTORY, SAMPLES, TASK_SAMPLES, SelectionOptions
 from themisto.cli.options import ProgressBars, add_quiet_argument
 
 _SELECTION = SelectionOptions()
@@ -49,8 +49,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=None,  # SelectionOptions picks the sample's default
         metavar="N",
-        help="keep only steps with at least N earlier executions in their trajectory "
-        f"(default: {PAPER_MIN_HISTORY} with --sample paper, as the paper's selected cells had, 0 with --sample all)",
+        help="draw into the test split only steps with at least N earlier executions in their trajectory; the full "
+        f"split keeps every eligible example (default: {PAPER_MIN_HISTORY} with --sample paper, as the paper's "
+        "selected cells had, 0 with --sample all)",
+    )
+    parser.add_argument(
+        "--samples",
+        choices=TASK_SAMPLES,
+        default=_SELECTION.samples,
+        help="'shared' = one test sample for both tasks, the output-prediction draw (the paper's reading), "
+        "'separate' = each task drawn by its own target's length (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--keep-figure-text",
+        dest="figure_text_as_image",
+        action="store_false",
+        help="keep outputs that are only a figure's text stand-in ('<Figure size 640x480 with 1 Axes>') as "
+        "output-prediction targets (by default they count as image-only outputs)",
+    )
+    parser.add_argument(
+        "--include-timing",
+        action="store_true",
+        help="keep output-prediction targets of cells that measure time and print a duration (excluded by default)",
+    )
+    parser.add_argument(
+        "--keep-machine-text",
+        dest="mask_machine_text",
+        action="store_false",
+        help="show outputs as recorded: by default kernel pids (ipykernel_<pid>), random temp names (tmp<random>) "
+        "and memory addresses (at 0x?) are masked in the history and the targets",
     )
     parser.add_argument(
         "--stable-only",
@@ -68,7 +95,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-context-chars",
         type=int,
         default=_SELECTION.max_context_chars,
-        help="history budget: characters of code and output, oldest whole cells cut first (default: %(default)s)",
+        help="history budget: characters of code and output, oldest whole cells cut first; 0 keeps the whole "
+        "history, as the paper does (default: %(default)s)",
     )
     parser.add_argument(
         "--runtime-format",
@@ -88,6 +116,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=_RENDER.prompt_repr_chars,
         help="each variable's repr is cut to this many characters in the prompt (default: %(default)s); "
         "record's --max-repr-chars is the cap of the recording itself",
+    )
+    parser.add_argument(
+        "--no-descriptions",
+        dest="descriptions",
+        action="store_false",
+        help="leave the variables' structured descriptions (columns and dtypes, index, ranges) out of the runtime "
+        "block, so it shows type, size, shape/len and repr alone: the block before issue 20, for ablations",
     )
     # the flag's name before record's repr cap and the prompt's got names of their own; kept for old scripts
     parser.add_argument("--max-repr-chars", type=int, dest="prompt_repr_chars", help=argparse.SUPPRESS)
@@ -114,11 +149,16 @@ def run(args: argparse.Namespace) -> int:
         max_context_chars=args.max_context_chars,
         include_empty=args.include_empty,
         min_history=args.min_history,
+        samples=args.samples,
+        figure_text_as_image=args.figure_text_as_image,
+        include_timing=args.include_timing,
+        mask_machine_text=args.mask_machine_text,
     )
     render = RenderOptions(
         runtime_format=args.runtime_format,
         max_runtime_chars=args.max_runtime_chars,
         prompt_repr_chars=args.prompt_repr_chars,
+        descriptions=args.descriptions,
     )
     with ProgressBars(args.quiet, units={"select": "trajectory"}) as bars:  # select reads whole trajectories
         summary = build_dataset(

@@ -101,6 +101,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f" calls the log's server: {_DEFAULTS.skip_pattern!r}); '' runs every cell",
     )
     parser.add_argument(
+        "--order",
+        dest="notebook_order",
+        choices=("execution", "file"),
+        help="the order a notebook's code cells run in: 'execution' = by their execution counts when these are"
+        " positive integers (uncounted cells after the counted ones, in file order; a repeated count is a kernel"
+        " restart), else top to bottom; 'file' = top to bottom (default execution; JuNE logs keep their own order)",
+    )
+    parser.add_argument(
         "--shard",
         default=None,
         metavar="I/N",

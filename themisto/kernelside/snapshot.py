@@ -34,11 +34,13 @@ import io
 import itertools
 import json
 import numbers
+import re
 import signal
 import sys
 import threading
 import time
 import types
+import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any
@@ -254,6 +256,138 @@ def clean_text(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+# --- structured descriptions ------------------------------------------------------------------
+#
+# What a person looks at first, recorded beside the repr (``Variable.description``): a frame's columns
+# with their dtypes and its index, a series' name, dtype and index, an array's dtype and value range, a
+# container's item types. Objects are recognised by what they offer (duck typing), never by importing
+# their library, and every part is bounded: at most DESCRIBED_COLUMNS columns (then a count), range
+# statistics only for arrays of at most RANGE_ELEMENTS elements, at most DESCRIPTION_CHARS in all.
+
+DESCRIBED_COLUMNS = 100
+DESCRIBED_ITEMS = 32  # container items whose types are named
+RANGE_ELEMENTS = 1_000_000
+DESCRIPTION_CHARS = 4000
+LABEL_CHARS = 60
+# A memory address in a repr (``<function f at 0x7f3a...>``) differs between runs: it is masked.
+ADDRESS = re.compile(r"(?<=\bat )0x[0-9a-fA-F]+")
+MASKED_ADDRESS = "0x?"
+
+
+def mask_addresses(text: str) -> str:
+    """``text`` with every ``at 0x...`` memory address masked, so equal objects read the same in every run."""
+    return ADDRESS.sub(MASKED_ADDRESS, text)
+
+
+def _label(label: Any) -> str:
+    """A column label as a person reads it: a plain string bare, anything else by its repr; cut short."""
+    text = label if type(label) is str and label and ", " not in label and label.strip() == label else repr(label)
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def _value_text(value: Any) -> str:
+    """An index label or statistic: strings quoted, a tuple (a MultiIndex label) part by part, anything else
+    as ``str`` shows it (a Timestamp's date, a numpy integer's digits)."""
+    if type(value) is tuple:
+        text = "(" + ", ".join(_value_text(part) for part in value) + ("," if len(value) == 1 else "") + ")"
+    else:
+        text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def _index_line(index: Any) -> str | None:
+    """``index: RangeIndex 0 to 999`` (or the first and last labels, and the index's name); None: no index."""
+    if index is None or isinstance(index, type):
+        return None
+    kind = type(index).__name__
+    names = [name for name in (getattr(index, "names", None) or []) if name is not None]
+    named = f", name{'s' if len(names) > 1 else ''} {', '.join(_value_text(name) for name in names)}" if names else ""
+    length = len(index)
+    if length == 0:
+        return f"index: {kind}, empty{named}"
+    step = getattr(index, "step", None)
+    if isinstance(step, int) and step != 1:
+        named = f", step {step}" + named
+    dtype = getattr(index, "dtype", None)
+    typed = f" ({dtype})" if dtype is not None and kind in ("Index", "CategoricalIndex") else ""
+    return f"index: {kind}{typed} {_value_text(index[0])} to {_value_text(index[length - 1])}{named}"
+
+
+def _frame_lines(value: Any, width: int) -> list[str]:
+    """A data frame's columns with their dtypes (up to DESCRIBED_COLUMNS, then a count) and its index."""
+    columns = list(itertools.islice(iter(value.columns), DESCRIBED_COLUMNS))
+    shown = value.iloc[:, :DESCRIBED_COLUMNS] if width > DESCRIBED_COLUMNS and hasattr(value, "iloc") else value
+    dtypes = list(itertools.islice(iter(shown.dtypes), len(columns)))
+    listing = ", ".join(f"{_label(label)} {dtype}" for label, dtype in zip(columns, dtypes, strict=False))
+    more = f", ... {width - len(columns)} more" if width > len(columns) else ""
+    lines = [f"columns ({width}): {listing}{more}"]
+    index = _index_line(getattr(value, "index", None))
+    return lines + ([index] if index else [])
+
+
+def _series_lines(value: Any) -> list[str]:
+    """A series' name and dtype, and its index."""
+    lines = [f"name: {_value_text(value.name)}, dtype: {value.dtype}"]
+    index = _index_line(getattr(value, "index", None))
+    return lines + ([index] if index else [])
+
+
+def _array_lines(value: Any, size: int) -> list[str]:
+    """An array's dtype, and for numbers the minimum and maximum (of arrays small enough to scan)."""
+    dtype = value.dtype
+    line = f"dtype: {dtype}"
+    numpy = sys.modules.get("numpy")  # loaded, when the array is numpy's
+    numeric = getattr(dtype, "kind", "") in ("i", "u", "f")
+    if numpy is not None and _module(type(value)) == "numpy" and numeric and 0 < size <= RANGE_ELEMENTS:
+        with warnings.catch_warnings():  # an all-NaN array warns, and its range is NaN
+            warnings.simplefilter("ignore")
+            low, high = numpy.nanmin(value), numpy.nanmax(value)
+        line += f", min {_value_text(low.item() if hasattr(low, 'item') else low)}"
+        line += f", max {_value_text(high.item() if hasattr(high, 'item') else high)}"
+    return [line]
+
+
+def _type_names(items: Iterable[Any]) -> str:
+    """The distinct type names of ``items`` (the first DESCRIBED_ITEMS of them), in order of appearance."""
+    names = dict.fromkeys(type(item).__name__ for item in itertools.islice(items, DESCRIBED_ITEMS))
+    return " | ".join(names) or "none"
+
+
+def _container_lines(value: Any) -> list[str]:
+    """The types of a builtin container's items (a mapping's keys and values), from its first items."""
+    if isinstance(value, dict):
+        return [f"keys: {_type_names(iter(value))}; values: {_type_names(iter(value.values()))}"]
+    return [f"items: {_type_names(iter(value))}"]
+
+
+def structure(value: Any) -> str | None:
+    """The structured description of ``value`` (see above), or None for objects described by type and repr alone."""
+    if isinstance(value, type):
+        return None
+    kind = type(value)
+    if kind in _SIZED_CONTAINERS:
+        lines = _container_lines(value) if value else []
+    else:
+        shape = cheap_shape(value)
+        if not shape or not hasattr(value, "dtype") and not hasattr(value, "dtypes"):
+            return None  # no shape, or a scalar's (its repr says it all)
+        if len(shape) == 2 and hasattr(value, "columns") and hasattr(value, "dtypes"):
+            lines = _frame_lines(value, shape[1])
+        elif len(shape) == 1 and hasattr(value, "index") and hasattr(value, "name") and hasattr(value, "dtype"):
+            lines = _series_lines(value)
+        elif hasattr(value, "dtype"):
+            size = 1
+            for dim in shape:
+                size *= dim
+            lines = _array_lines(value, size)
+        else:
+            return None
+    if not lines:
+        return None
+    text = clean_text("\n".join(lines))
+    return text if len(text) <= DESCRIPTION_CHARS else text[: DESCRIPTION_CHARS - 1] + "…"
+
+
 def describe(name: str, value: Any, max_repr_chars: int, timeout: float) -> dict[str, Any]:
     """One variable as a ``Variable`` dict; user code it triggers is bounded by ``timeout`` seconds."""
     record: dict[str, Any] = {
@@ -266,6 +400,7 @@ def describe(name: str, value: Any, max_repr_chars: int, timeout: float) -> dict
         "repr": "",
         "repr_truncated": False,
         "repr_failed": False,
+        "description": None,
     }
     # Size, shape and len are best effort: a failure leaves them None. User code may raise anything,
     # SystemExit and KeyboardInterrupt included, and none of it may end the snapshot of the others.
@@ -285,7 +420,12 @@ def describe(name: str, value: Any, max_repr_chars: int, timeout: float) -> dict
     except BaseException as exc:  # noqa: B036
         text = f"<repr of {record['type']} failed: {type(exc).__name__}>"
         record["repr_failed"] = True
-    record["repr"] = clean_text(text)
+    record["repr"] = mask_addresses(clean_text(text))
+    try:
+        with TimeLimit(timeout):
+            record["description"] = structure(value)
+    except BaseException:  # noqa: B036 -- a description is best effort, as size and shape are
+        record["description"] = None
     return record
 
 
@@ -545,13 +685,32 @@ def take(max_repr_chars: int, timeout: float, known: int = -1, max_variables: in
     return JsonText(json.dumps(payload, ensure_ascii=False))
 
 
+# The libraries whose versions the provenance records (and a prompt's environment header names), when
+# installed: those whose output formatting a target depends on (numpy 2 prints ``np.float64(1.0)``).
+LIBRARIES = ("numpy", "pandas", "scipy", "scikit-learn", "matplotlib", "pyarrow", "polars", "torch", "statsmodels")
+
+
 def versions() -> JsonText:
-    """The kernel's own Python and ipykernel versions as JSON text, for the trajectory's provenance."""
+    """The kernel's own Python and ipykernel versions, and the installed :data:`LIBRARIES`' versions, as JSON
+    text for the trajectory's provenance; the libraries are looked up in their metadata, never imported."""
+    import importlib.metadata
     import platform
 
     ipykernel = sys.modules.get("ipykernel")
+    libraries = {}
+    for library in LIBRARIES:
+        try:
+            libraries[library] = importlib.metadata.version(library)
+        except Exception:  # noqa: BLE001 -- not installed, or broken metadata: not named
+            continue
     return JsonText(
-        json.dumps({"python": platform.python_version(), "ipykernel": getattr(ipykernel, "__version__", None)})
+        json.dumps(
+            {
+                "python": platform.python_version(),
+                "ipykernel": getattr(ipykernel, "__version__", None),
+                "libraries": libraries,
+            }
+        )
     )
 
 

@@ -151,6 +151,7 @@ class Recorder:
         self._known: tuple[int, dict[str, tuple[Variable, str]]] = (-1, {})
         # the kernel's Python and ipykernel versions, known once it has started (None where unknown)
         self.kernel_versions: dict[str, str | None] = {"python": None, "ipykernel": None}
+        self.kernel_libraries: dict[str, str] = {}  # installed libraries' versions (snapshot.LIBRARIES)
 
     # lifecycle
 
@@ -245,7 +246,7 @@ class Recorder:
         )
         if install.reply is not None and install.reply["content"]["status"] == "ok":
             if not again:
-                self.kernel_versions = _kernel_versions(install.reply)
+                self.kernel_versions, self.kernel_libraries = _kernel_versions(install.reply)
             return
         if not again:
             raise KernelError(f"kernel {self.options.kernel_name!r} is not a Python kernel the snapshot runs in")
@@ -432,6 +433,8 @@ class Recorder:
             value = getattr(variable, name)
             if value is not None and len(value) > limit:
                 raise TrajectoryError(f"its {name} is longer than {limit} characters")
+        if variable.description is not None and len(variable.description) > snapshot.DESCRIPTION_CHARS:
+            variable.description = variable.description[: snapshot.DESCRIPTION_CHARS]
         if len(variable.repr) > self.options.max_repr_chars:
             variable.repr, variable.repr_truncated = variable.repr[: self.options.max_repr_chars], True
         return variable
@@ -554,14 +557,18 @@ class Recorder:
         return execution
 
 
-def _kernel_versions(reply: dict[str, Any]) -> dict[str, str | None]:
-    """The versions :func:`snapshot.versions` reported on the install request; None where unknown."""
+def _kernel_versions(reply: dict[str, Any]) -> tuple[dict[str, str | None], dict[str, str]]:
+    """The versions :func:`snapshot.versions` reported on the install request (None where unknown), and the
+    libraries' versions."""
     result = reply["content"].get("user_expressions", {}).get("versions", {})
     try:
         reported = json.loads(result["data"]["text/plain"])
-        return {name: str(reported[name]) if reported.get(name) else None for name in ("python", "ipykernel")}
+        found = {name: str(reported[name]) if reported.get(name) else None for name in ("python", "ipykernel")}
+        libraries = reported.get("libraries")
+        named = libraries.items() if isinstance(libraries, dict) else ()
+        return found, {str(name)[:40]: str(version)[:40] for name, version in named}
     except (AttributeError, KeyError, TypeError, ValueError):  # a kernel that is not ipykernel may answer otherwise
-        return {"python": None, "ipykernel": None}
+        return {"python": None, "ipykernel": None}, {}
 
 
 def _known_entry(variable: Variable) -> tuple[Variable, str]:

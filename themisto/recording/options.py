@@ -40,6 +40,8 @@ class RecordOptions:
     resume_diverged: str = "stop"  # on a resume whose replay does not reproduce a step: "stop" or "continue"
     # cells of a source whose code matches this regex are not run (default: JuNE's logging plugin); "" runs all
     skip_pattern: str | None = JUNE_PLUGIN_PATTERN
+    # a notebook's cells run in the order of their execution counts when these allow it, or "file": top to bottom
+    notebook_order: str = "execution"
 
 
 # What a resume does when its replay does not reproduce a recorded step (RecordOptions.resume_diverged).

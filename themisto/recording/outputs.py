@@ -23,6 +23,12 @@ OUTPUT_TRUNCATION_MARKER = "\n... [output truncated: {length} characters in all]
 MEMORY_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")  # also used to name memory addresses as a cause of instability
 _MASKED_ADDRESS = "0x?"
 _LINE_BREAK = re.compile(r"\r\n?")
+# ipykernel names each cell's file after the kernel's pid (/tmp/ipykernel_<pid>/<hash>.py): warnings quote it.
+KERNEL_PID = re.compile(r"(?<=ipykernel_)\d+")
+_MASKED_PID = "<pid>"
+# tempfile's random names (mkdtemp, NamedTemporaryFile): "tmp" and 8 characters of [a-z0-9_], as a path part.
+TEMP_NAME = re.compile(r"(?<=/)tmp[a-z0-9_]{8}(?=[/'\"\s]|$)")
+_MASKED_TEMP = "tmp<random>"
 
 
 def render_outputs(outputs: Iterable[Any]) -> str:
@@ -79,13 +85,23 @@ def normalize_output(text: str) -> str:
     (``str.rstrip``) is stripped from every line; leading and trailing
     whitespace of the whole text is stripped; every memory address
     ``0x[0-9a-fA-F]+`` becomes ``0x?`` (object reprs such as
-    ``<Foo object at 0x7f3a...>`` differ between runs). Inner
+    ``<Foo object at 0x7f3a...>`` differ between runs), and the kernel pid of
+    ``ipykernel_<pid>`` paths becomes ``<pid>``. Inner
     whitespace is kept: indentation and column alignment are part of an output.
     Hex literals in outputs (``hex(255)`` prints ``0xff``) are masked too.
     """
     text = _LINE_BREAK.sub("\n", text)
     text = "\n".join(line.rstrip() for line in text.split("\n")).strip()
-    return MEMORY_ADDRESS.sub(_MASKED_ADDRESS, text)
+    return KERNEL_PID.sub(_MASKED_PID, MEMORY_ADDRESS.sub(_MASKED_ADDRESS, text))
+
+
+def mask_machine_text(text: str) -> str:
+    """``text`` with what differs between machines and runs masked, and nothing else changed: the kernel pid
+    of ``ipykernel_<pid>`` paths (``<pid>``), tempfile's random folder and file names (``tmp<random>``) and
+    the memory addresses of object reprs (``at 0x?``, as the snapshot masks them). The builder shows outputs
+    so (:class:`themisto.building.tasks.SelectionOptions`, ``mask_machine_text``)."""
+    text = KERNEL_PID.sub(_MASKED_PID, text)
+    return snapshot.mask_addresses(TEMP_NAME.sub(_MASKED_TEMP, text))
 
 
 def cap_text(text: str, max_chars: int, length: int | None = None) -> tuple[str, bool]:

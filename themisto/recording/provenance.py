@@ -3,7 +3,7 @@
 A sidecar file rather than a header line: every reader of trajectory JSONL
 (:func:`themisto.trajectory.iter_steps`, the builder, ``jq``) keeps seeing steps
 only, and :func:`themisto.trajectory.trajectory_files` lists ``*.jsonl`` only.
-It holds the versions of Themisto and of the kernel's Python and ipykernel,
+It holds the versions of Themisto, of the kernel's Python and ipykernel and of its main libraries,
 the step schema version, every recorded option of :class:`RecordOptions`
 (timeout, memory and CPU limits, output and repr caps, kernel), the working
 directory and its policy (the source's folder, or one given), and the source
@@ -28,7 +28,7 @@ import json
 import os
 import types
 import typing
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,8 @@ class Provenance:
     schema: int = SCHEMA_VERSION  # the step schema version of themisto.trajectory
     python: str | None = None  # the kernel's Python version
     ipykernel: str | None = None  # the kernel's ipykernel version
+    # the kernel's installed libraries' versions (kernelside.snapshot.LIBRARIES); empty when not recorded
+    libraries: dict[str, str] = field(default_factory=dict)
     options: RecordOptions | None = None  # None: not recorded by Themisto (an import)
     workdir: Path | None = None  # the folder the kernel ran in
 
@@ -105,6 +107,7 @@ def write_provenance(trajectory: Path, provenance: Provenance) -> Path:
         "schema": provenance.schema,
         "python": provenance.python,
         "ipykernel": provenance.ipykernel,
+        "libraries": provenance.libraries,
         "source": source,
     }
     if provenance.options is not None:
@@ -154,6 +157,7 @@ def read_provenance(trajectory: Path) -> Provenance | None:
             schema=int(data["schema"]),
             python=data.get("python"),
             ipykernel=data.get("ipykernel"),
+            libraries={str(name): str(version) for name, version in (data.get("libraries") or {}).items()},
             options=options,
             workdir=workdir,
         )

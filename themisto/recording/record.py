@@ -150,6 +150,7 @@ def _record_locked(
             made,
             python=versions["python"],
             ipykernel=versions["ipykernel"],
+            libraries=recorder.kernel_libraries,
             options=options,
             workdir=workdir.resolve(),
         )
@@ -358,7 +359,7 @@ def record_source(
     if jobs < 1:
         raise OptionError("{jobs} must be at least 1")
     check_options(options)
-    sources = read_sources(paths, options.skip_pattern)
+    sources = read_sources(paths, options.skip_pattern, options.notebook_order)
     if shard is not None:
         sources = select_shard(sources, *shard)
     for source in sources:

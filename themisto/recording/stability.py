@@ -9,8 +9,8 @@ determinism ceiling is the share of stable steps: no predictor, however
 perfect, can match an unstable target exactly.
 
 Fidelity needs no extra run: for steps that carry the ``original_output`` of
-the source log (JuNE ``finished_execute``), the recorded re-execution is
-compared with what the original session printed.
+the source (a JuNE log's ``finished_execute``, a notebook cell's stored outputs), the recorded
+re-execution is compared with what the original session printed.
 
 Each trajectory is replayed with the options it was recorded with, read from
 its provenance (:mod:`themisto.recording.provenance`), and annotated copies
@@ -55,7 +55,7 @@ _RANDOM_CALL = re.compile(
 )
 # A global seed call, or a seeded generator or call (random_state=0, seed=1, default_rng(0)).
 _SEED = re.compile(r"\bseed\s*\(|\b(?:random_state|seed)\s*=|\b(?:default_rng|RandomState|Random)\s*\(\s*[^)\s]")
-_TIME_CALL = re.compile(
+CLOCK_CALL = re.compile(
     r"\btime\s*\(|\bperf_counter|\bmonotonic|\bprocess_time|\bnow\s*\(|\butcnow\s*\(|%%?timeit\b|%%?time\b|\btqdm\b"
 )
 _DATE_CALL = re.compile(r"\btoday\s*\(")
@@ -67,11 +67,9 @@ _EXECUTION_COUNT = re.compile(r"\b(?:In|Out)\s*\[|\b_i?\d+\b|\b_i{1,3}\b|\b_ih\b
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
-# Durations (1.2 ms, 3 s, 12.5it/s), clock times (12:34:56.7) and Unix timestamps of 2017-2033.
-_TIME = re.compile(
-    r"\b\d+(?:\.\d+)?\s*(?:ns|µs|us|ms|s|sec|secs|seconds|min|mins|minutes|it/s|s/it)(?![\w])"
-    r"|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b|(?<![.\d])1[5-9]\d{8}(?:\.\d+)?\b"
-)
+# Durations (1.2 ms, 3 s, 12.5it/s); with clock times (12:34:56.7) and Unix timestamps of 2017-2033, _TIME.
+DURATION = re.compile(r"\b\d+(?:\.\d+)?\s*(?:ns|µs|us|ms|s|sec|secs|seconds|min|mins|minutes|it/s|s/it)(?![\w])")
+_TIME = re.compile(DURATION.pattern + r"|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b|(?<![.\d])1[5-9]\d{8}(?:\.\d+)?\b")
 # ipykernel names the file of each cell after its pid: warnings and tracebacks quote /tmp/ipykernel_<pid>/...
 _PID = re.compile(r"ipykernel_\d+|\bpid\W{0,2}\d+", re.IGNORECASE)
 _FILE_ERROR = re.compile(r"FileNotFoundError|FileExistsError|IsADirectoryError|No such file or directory")
@@ -112,7 +110,7 @@ def instability_causes(outputs: Sequence[str], code: str, code_since_restart: st
     found: set[str] = set()
     if _RANDOM_CALL.search(code) and not _SEED.search(code_since_restart):
         found.add("random")
-    if _TIME_CALL.search(code) or _tokens_differ(distinct, _TIME):
+    if CLOCK_CALL.search(code) or _tokens_differ(distinct, _TIME):
         found.add("time")
     if _DATE_CALL.search(code) or _tokens_differ(distinct, _DATE):
         found.add("date")

@@ -110,13 +110,14 @@ def source_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path | str]:
     return found
 
 
-def read_source(path: str | os.PathLike[str]) -> list[SourceTrajectory]:
-    """Read a notebook or JuNE log (a local file or a URL), chosen by file suffix."""
+def read_source(path: str | os.PathLike[str], notebook_order: str = "execution") -> list[SourceTrajectory]:
+    """Read a notebook (its cells in ``notebook_order``, see :mod:`.notebook`) or JuNE log (a local file or a
+    URL), chosen by file suffix."""
     suffix = PurePosixPath(str(path)).suffix
     if suffix in NOTEBOOK_SUFFIXES and not is_url(path):
         from themisto.recording.sources.notebook import read_notebook
 
-        return [read_notebook(Path(path))]
+        return [read_notebook(Path(path), notebook_order)]
     if suffix in LOG_SUFFIXES:
         from themisto.recording.sources.june import read_june_log
 
@@ -154,12 +155,14 @@ def skip_cells(trajectories: list[SourceTrajectory], pattern: str | None) -> lis
     return kept
 
 
-def read_sources(paths: Iterable[str | os.PathLike[str]], skip_pattern: str | None = None) -> list[SourceTrajectory]:
+def read_sources(
+    paths: Iterable[str | os.PathLike[str]], skip_pattern: str | None = None, notebook_order: str = "execution"
+) -> list[SourceTrajectory]:
     """Read every source (files, folders or URLs), check that trajectory ids are unique, skip matching cells."""
     trajectories: list[SourceTrajectory] = []
     seen: dict[str, Path | str] = {}
     for path in source_files(paths):
-        for trajectory in read_source(path):
+        for trajectory in read_source(path, notebook_order):
             if trajectory.trajectory_id in seen:
                 raise SourceError(
                     f"trajectory id {trajectory.trajectory_id!r} comes from both"

@@ -1,0 +1,92 @@
+"""Notebooks replayed in the order their cells last ran, their stored outputs kept as each step's original."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from themisto.cli import main
+from themisto.exceptions import SourceError
+from themisto.recording.sources import Execute, Restart, read_sources
+from themisto.recording.sources.notebook import read_notebook
+from themisto.recording.stability import fidelity
+from themisto.trajectory import read_trajectory
+
+
+def notebook(path: Path, cells: list[tuple[str, int | None, str]]) -> Path:
+    """Write a notebook of (code, execution_count, stored stdout) cells, a markdown cell first."""
+    book = nbformat.v4.new_notebook()
+    book.cells = [nbformat.v4.new_markdown_cell("# notes")]
+    for index, (code, count, printed) in enumerate(cells):
+        cell = nbformat.v4.new_code_cell(code, id=f"c{index}", execution_count=count)
+        if printed:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed)]
+        book.cells.append(cell)
+    nbformat.write(book, path)
+    return path
+
+
+def plan(path: Path, order: str = "execution") -> list[str]:
+    """The cell ids (``restart`` for a restart) in the order the reader replays them."""
+    actions = read_notebook(path, order).actions
+    return ["restart" if isinstance(action, Restart) else action.cell_id for action in actions]
+
+
+# File order 1, 3, 2: the second cell ran last and prints what the third defined.
+OUT_OF_ORDER = [("a = 1\nprint(a)", 1, "1\n"), ("print(a + b)", 3, "3\n"), ("b = 2\nprint(b)", 2, "2\n")]
+
+
+def test_counts_1_3_2_replay_as_1_2_3_with_their_stored_outputs(tmp_path: Path) -> None:
+    path = notebook(tmp_path / "nb.ipynb", OUT_OF_ORDER)
+    assert plan(path) == ["c0", "c2", "c1"]
+    assert plan(path, "file") == ["c0", "c1", "c2"]
+    executions = read_notebook(path).executions
+    assert [execution.original_output for execution in executions] == ["1", "2", "3"]
+
+
+def test_uncounted_cells_follow_the_counted_ones_in_file_order(tmp_path: Path) -> None:
+    cells = [("x = 1", None, ""), ("y = 2", 2, ""), ("z = 3", None, ""), ("w = 4", 1, "")]
+    path = notebook(tmp_path / "nb.ipynb", cells)
+    assert plan(path) == ["c3", "c1", "c0", "c2"]
+    executions = {execution.cell_id: execution for execution in read_notebook(path).executions}
+    assert executions["c0"].original_output is None and executions["c3"].original_output == ""  # ran, printed nothing
+
+
+def test_a_repeated_count_is_a_kernel_restart(tmp_path: Path) -> None:
+    # cells 1-4 ran as 1..4, then the kernel restarted and the third cell ran first (1), then the fourth (2)
+    cells = [("a = 1", 1, ""), ("b = 2", 2, ""), ("c = 3", 1, ""), ("d = 4", 2, ""), ("e = 5", None, "")]
+    assert plan(notebook(tmp_path / "nb.ipynb", cells)) == ["c0", "c1", "restart", "c2", "c3", "c4"]
+
+
+def test_counts_that_allow_no_order_keep_the_file_order(tmp_path: Path) -> None:
+    assert plan(notebook(tmp_path / "none.ipynb", [("a = 1", None, ""), ("b = 2", None, "")])) == ["c0", "c1"]
+    assert plan(notebook(tmp_path / "zero.ipynb", [("a = 1", 2, ""), ("b = 2", 0, "")])) == ["c0", "c1"]
+
+
+def test_an_unknown_order_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = notebook(tmp_path / "nb.ipynb", OUT_OF_ORDER)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["record", str(path), "-o", str(tmp_path / "out"), "--order", "random"])
+    assert exit_info.value.code == 2 and "invalid choice: 'random'" in capsys.readouterr().err
+    with pytest.raises(SourceError, match="unknown notebook order 'random'"):
+        read_sources([path], notebook_order="random")
+
+
+def test_a_recorded_notebook_reports_fidelity_to_its_stored_outputs(tmp_path: Path) -> None:
+    cells = [*OUT_OF_ORDER, ("print('stored, not replayed')", 4, "something else\n")]
+    path = notebook(tmp_path / "nb.ipynb", cells)
+    assert main(["record", str(path), "-o", str(tmp_path / "out"), "-q"]) == 0
+    steps = read_trajectory(tmp_path / "out" / "nb.jsonl")
+    assert [step.cell_id for step in steps] == ["c0", "c2", "c1", "c3"]
+    assert [step.output for step in steps] == ["1", "2", "3", "stored, not replayed"]
+    assert [step.original_output for step in steps] == ["1", "2", "3", "something else"]
+    result = fidelity(steps)
+    assert result is not None and (result.steps, result.exact) == (4, 3)
+    assert result.first_divergence is not None and result.first_divergence.cell_id == "c3"
+    # top to bottom, the second cell fails: the order the counts give is the one that reproduces the notebook
+    assert main(["record", str(path), "-o", str(tmp_path / "file"), "--order", "file", "-q"]) == 0
+    in_file_order = read_trajectory(tmp_path / "file" / "nb.jsonl")
+    assert in_file_order[1].error is not None and in_file_order[1].error["ename"] == "NameError"
+    assert isinstance(read_notebook(path).actions[0], Execute)
