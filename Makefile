@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
 
-.PHONY: run exec-score test lint bench corpus install clean
+.PHONY: run exec-score test test-fast lint bench corpus install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest -q
+
+# the tests that start no kernel and run no model (markers in setup.cfg, set in tests/conftest.py)
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not kernel and not slow"
 
 # the bundled corpus from its seeded generators: data/files, then data/logs (byte for byte the same)
 corpus: $(STAMP)

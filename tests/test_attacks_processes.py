@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import psutil
+import pytest
 from attacks import (
     is_gone,
     lines_of,
@@ -23,6 +24,8 @@ from attacks import (
 from themisto.recording.kernel import SILENT_KERNEL_GRACE, RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import read_trajectory
+
+pytestmark = pytest.mark.kernel  # every test records or kills a real kernel
 
 OPTIONS = RecordOptions(timeout=30, repr_timeout=0.3)
 

@@ -19,6 +19,8 @@ from themisto.recording.kernel import MAX_NAME_CHARS, MAX_TYPE_CHARS, RecordOpti
 from themisto.trajectory import read_trajectory
 from themisto.vocabulary import TRAJECTORIES
 
+pytestmark = pytest.mark.kernel  # every test but one records with a real kernel (that one builds for seconds)
+
 # --- --resume proves its state -------------------------------------------------------------------
 
 

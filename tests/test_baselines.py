@@ -67,6 +67,7 @@ def request(task: str, row: dict[str, Any], gen_kwargs: dict[str, Any] = UNTIL) 
 HISTORY = [("a = 1", ""), ("a + 1", "2")]
 
 
+@pytest.mark.slow
 def test_the_baselines_are_registered_without_hiding_lm_evals_own_models() -> None:
     assert get_model("themisto-empty") is EmptyBaseline
     assert get_model("themisto-repeat-last") is RepeatLastBaseline

@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 import nbformat
+import pytest
 
 from themisto.recording.sources.june import JUNE_COLUMNS
 
@@ -190,6 +191,7 @@ def test_a_restart_is_followed_by_a_fresh_state() -> None:
     assert fresh_state_failures >= 3
 
 
+@pytest.mark.slow
 def test_outputs_are_valid_nbformat() -> None:
     notebook = nbformat.v4.new_notebook()
     for row in all_rows():
@@ -278,6 +280,7 @@ def smallest_session() -> str:
     return min(logs(), key=lambda name: len(logs()[name])).removesuffix(".csv")
 
 
+@pytest.mark.kernel
 def test_regenerating_a_session_reproduces_the_committed_log(tmp_path: Path) -> None:
     name = smallest_session()
     subprocess.run(

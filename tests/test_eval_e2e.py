@@ -17,28 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dataset_fixture import task_rows, write_dataset
-from tiny_model import make_tiny_model
+from dataset_fixture import task_rows
 
 from themisto.cli import main as themisto_main
 from themisto.evaluation.metrics import score_sample
 from themisto.vocabulary import LM_EVAL_TASKS as TASKS
 from themisto.vocabulary import METRIC_NAMES
 
+pytestmark = pytest.mark.slow  # each test runs lm-eval end to end (the tiny model alone takes seconds)
+
 REPO = Path(__file__).resolve().parent.parent
 LIMIT = 3
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
-
-
-@pytest.fixture(scope="module")
-def tiny_model(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random GPT-2 (2 layers, width 64) and a BPE tokenizer trained on the fixture prompts."""
-    return make_tiny_model(data_dir, tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:

@@ -163,6 +163,7 @@ NOTEBOOKS = st.fixed_dictionaries(
 
 
 # nbformat warns about what it repairs (missing or duplicate cell ids); repairing is a valid result
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::nbformat.warnings.MissingIDFieldWarning")
 @pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
 def test_notebook_reader_gives_trajectories_or_one_clear_error(scratch: Path, record_property: RecordProperty) -> None:
@@ -294,6 +295,7 @@ def write_log(suffix: str, rows: list[Any]) -> bytes:
     return sink.getvalue()
 
 
+@pytest.mark.slow
 def test_june_reader_gives_trajectories_or_one_clear_error(scratch: Path, record_property: RecordProperty) -> None:
     cases: Counter[str] = Counter()
 
@@ -312,6 +314,7 @@ def test_june_reader_gives_trajectories_or_one_clear_error(scratch: Path, record
 # --- themisto build on corrupted trajectories -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_build_on_corrupted_trajectories_builds_or_fails_in_one_line(
     scratch: Path, record_property: RecordProperty
 ) -> None:

@@ -31,11 +31,6 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
-
-
-@pytest.fixture(scope="module")
 def loaded(data_dir: Path) -> dict[str, Any]:
     return task_manager(str(data_dir)).load(["themisto"])
 
@@ -189,6 +184,7 @@ def test_eval_reports_bad_input_in_one_line(
     assert err[-1].startswith("themisto eval: error:") and message in err[-1]
 
 
+@pytest.mark.slow
 def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> None:
     """Build a wheel, install it into a fresh venv, and load the tasks from another directory."""
     source = tmp_path / "src"

@@ -55,6 +55,7 @@ def check_counts(calls: Calls, what: str, total: int) -> None:
     assert all(t == total for w, _, t in calls if w == what)
 
 
+@pytest.mark.kernel
 def test_record_counts_steps_across_the_corpus_and_leaves_resumed_steps_out(tmp_path: Path) -> None:
     sources = tmp_path / "nb"
     sources.mkdir()
@@ -73,6 +74,7 @@ def test_record_counts_steps_across_the_corpus_and_leaves_resumed_steps_out(tmp_
     assert len(read_trajectory(path)) == 3
 
 
+@pytest.mark.kernel
 def test_stability_counts_runs_times_steps(tmp_path: Path) -> None:
     sources = tmp_path / "nb"
     sources.mkdir()
@@ -83,6 +85,7 @@ def test_stability_counts_runs_times_steps(tmp_path: Path) -> None:
     check_counts(calls, "stability", 4)
 
 
+@pytest.mark.slow
 def test_build_reports_each_pass(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "t", trajectories=3, steps_each=700)
     calls: Calls = []
@@ -118,6 +121,7 @@ def run_on_terminal(*args: str) -> tuple[int, str]:
     return process.wait(timeout=120), drawn.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_bars_show_on_a_terminal_and_not_with_quiet_or_a_pipe(tmp_path: Path) -> None:
     trajectories = str(REPO / "data" / "trajectories")
     steps = sum(len(read_trajectory(path)) for path in (REPO / "data" / "trajectories").glob("*.jsonl"))
@@ -148,6 +152,7 @@ def kernel_log(manager: object, log: Path) -> str:
     return log.read_text()
 
 
+@pytest.mark.kernel
 def test_kernels_talk_over_private_sockets_without_the_tcp_warning(tmp_path: Path) -> None:
     from jupyter_client import KernelManager
 
