@@ -22,6 +22,7 @@ DEFAULT_CONFIG = OUTPUT_PREDICTION
 
 # ``test``: the paper's 200-example stratified sample; ``full``: every eligible example.
 SPLITS = ("test", "full")
+DEFAULT_SPLIT = "test"
 TRAJECTORY_SPLIT = "full"
 
 # lm-evaluation-harness: the group and its four tasks, each reading one dataset config.
@@ -34,6 +35,13 @@ LM_EVAL_TASKS = {
     NEXT_CELL_TASK: NEXT_CELL_PREDICTION,
     NEXT_CELL_TASK + RUNTIME_SUFFIX: NEXT_CELL_PREDICTION + RUNTIME_SUFFIX,
 }
+# Task metadata keys: a task YAML names its dataset config under CONFIG_KEY; ``themisto eval`` and
+# ``evaluate()`` add the data location and split. lm-eval passes a task's metadata to its
+# ``custom_dataset`` loader as keywords (and writes it to the results file, where the report reads
+# the split), so these are the parameter names of ``evaluation.data.load_task_dataset``.
+CONFIG_KEY = "themisto_config"
+DATA_KEY = "themisto_data"
+SPLIT_KEY = "themisto_split"
 # The filter every task applies to a response (unwrap a fenced answer); results are keyed "<metric>,answer".
 ANSWER_FILTER = "answer"
 # The pairs of tasks that differ only by the runtime block: (without, with).

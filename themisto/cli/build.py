@@ -89,8 +89,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="each variable's repr is cut to this many characters in the prompt (default: %(default)s); "
         "record's --max-repr-chars is the cap of the recording itself",
     )
-    # the flag's name before record's repr cap and the prompt's got names of their own; kept for old scripts
-    parser.add_argument("--max-repr-chars", type=int, dest="prompt_repr_chars", help=argparse.SUPPRESS)
     parser.add_argument("--license", default="apache-2.0", help="license id written to the card (default: %(default)s)")
     add_quiet_argument(parser)
     parser.set_defaults(func=run)

@@ -17,7 +17,7 @@ import time
 
 from themisto.cli.options import add_data_argument
 from themisto.exceptions import InputError
-from themisto.vocabulary import BASELINES, LM_EVAL_GROUP, SPLITS
+from themisto.vocabulary import BASELINES, DEFAULT_SPLIT, LM_EVAL_GROUP, SPLITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="RUN_DIR", help="folder for results and samples")
     add_data_argument(parser, "built dataset folder or Hub id, e.g. ORG/themisto")
     parser.add_argument(
-        "--split", default="test", choices=SPLITS, help="test: the paper-style sample; full: every eligible example"
+        "--split",
+        default=DEFAULT_SPLIT,
+        choices=SPLITS,
+        help="test: the paper-style sample; full: every eligible example",
     )
     parser.add_argument(
         "--apply-chat-template",

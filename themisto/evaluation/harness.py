@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from themisto.evaluation.data import check_split, data_location, tasks_path
 from themisto.exceptions import InputError, short_message
-from themisto.vocabulary import ANSWER_FILTER, LM_EVAL_GROUP, LM_EVAL_TASKS, TASK_PAIRS
+from themisto.vocabulary import (
+    ANSWER_FILTER,
+    DATA_KEY,
+    DEFAULT_SPLIT,
+    LM_EVAL_GROUP,
+    LM_EVAL_TASKS,
+    SPLIT_KEY,
+    TASK_PAIRS,
+)
 
 if TYPE_CHECKING:
     from lm_eval.api.model import LM
@@ -37,14 +45,7 @@ class TrainableModel(Protocol):
     def train(self, mode: bool = True) -> Any: ...
 
 
-# TaskManager metadata keys: lm-eval passes a task's metadata to its
-# ``custom_dataset`` loader as keywords, which is how the data choice reaches
-# utils.py; they are the parameter names of load_task_dataset.
-DATA_KEY = "themisto_data"
-SPLIT_KEY = "themisto_split"
-
-
-def task_manager(data: str | None = None, split: str = "test") -> TaskManager:
+def task_manager(data: str | None = None, split: str = DEFAULT_SPLIT) -> TaskManager:
     """An lm-eval TaskManager holding only the Themisto group and tasks.
 
     The 14,000 built-in tasks are not indexed (``include_defaults=False``), so
@@ -66,7 +67,7 @@ def evaluate(
     output_path: str | os.PathLike[str] | None = None,
     *,
     data: str | None = None,
-    split: str = "test",
+    split: str = DEFAULT_SPLIT,
     tokenizer: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any] | None:

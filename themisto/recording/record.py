@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from themisto.exceptions import OptionError, ReplayDivergedError, SourceError, ThemistoError
+from themisto.exceptions import CallerSpelledError, OptionError, ReplayDivergedError, SourceError, ThemistoError
 from themisto.filesystem import ExclusiveLock, lock_path, partial_path, prepare_output_folder
 from themisto.kernelside import snapshot
 from themisto.progress import Progress, ProgressCounter
@@ -383,4 +383,4 @@ def raise_failures(errors: list[Exception], total: int) -> None:
         raise (unexpected or errors)[0]
     summary = f"{len(errors)} of {total} trajectories failed; the first: "
     first = errors[0]
-    raise first.prefixed(summary) if isinstance(first, OptionError) else ThemistoError(f"{summary}{first}")
+    raise first.prefixed(summary) if isinstance(first, CallerSpelledError) else ThemistoError(f"{summary}{first}")

@@ -31,12 +31,16 @@ from typing import Any
 
 from themisto.exceptions import InputError
 from themisto.jsonl import iter_json_objects
-from themisto.vocabulary import CATEGORY_COLUMNS, DUPLICATE_COLUMN, EXEC_METRICS, EXEC_SAMPLES_PREFIX
+from themisto.lm_eval_files import SampleLogFile, find_sample_log_files, newest_sample_logs
+from themisto.vocabulary import (
+    CATEGORY_COLUMNS,
+    DEFAULT_SPLIT,
+    DUPLICATE_COLUMN,
+    EXEC_METRICS,
+    EXEC_SAMPLES_PREFIX,
+    SPLIT_KEY,
+)
 
-# Where ``themisto eval`` and ``evaluate()`` put the split in a task's metadata;
-# the tasks' loader reads ``test`` when it is absent (a plain lm_eval run).
-_SPLIT_KEY = "themisto_split"
-_DEFAULT_SPLIT = "test"
 # The doc fields the report reads besides ``example_id``.
 TRAJECTORY_COLUMN = "trajectory_id"
 STABLE_COLUMN = "stable"
@@ -73,21 +77,16 @@ class TaskSamples:
         return self.docs[name] if name in self.present else None
 
 
-def _sample_files(run_dirs: Sequence[Path]) -> list[Path]:
+def _sample_files(run_dirs: Sequence[Path]) -> list[SampleLogFile]:
     """Every lm-eval sample log under the run folders, or an InputError."""
-    files: dict[Path, Path] = {}  # by resolved path: nested or repeated folders count once
-    for run_dir in run_dirs:
-        if not run_dir.is_dir():
-            raise InputError(f"run folder not found: {run_dir}")
-        for path in sorted(run_dir.rglob("samples_*.jsonl")):
-            files.setdefault(path.resolve(), path)
+    files = find_sample_log_files(run_dirs)
     if not files:
         listed = ", ".join(str(d) for d in run_dirs)
         raise InputError(
             f"no lm-eval sample files (samples_<task>_<timestamp>.jsonl) under {listed}; "
             "run lm-eval with --log_samples --output_path"
         )
-    return list(files.values())
+    return files
 
 
 def _read_json(path: Path) -> object:
@@ -127,8 +126,8 @@ def _split(configs: dict[str, Any], task: str) -> str | None:
     if not isinstance(config, dict):
         return None
     metadata = config.get("metadata")
-    split = metadata.get(_SPLIT_KEY) if isinstance(metadata, dict) else None
-    return split if isinstance(split, str) else _DEFAULT_SPLIT
+    split = metadata.get(SPLIT_KEY) if isinstance(metadata, dict) else None
+    return split if isinstance(split, str) else DEFAULT_SPLIT  # the loader's split without one (a plain lm_eval run)
 
 
 def _metric_value(record: dict, name: str, where: str) -> float:
@@ -227,23 +226,11 @@ def _join_exec(path: Path, task_samples: list[TaskSamples]) -> list[str]:
     return notes
 
 
-def _newest_logs(paths: list[Path]) -> tuple[dict[tuple[Path, str], Path], list[str]]:
+def _newest_logs(logs: list[SampleLogFile]) -> tuple[dict[tuple[Path, str], Path], list[str]]:
     """Per (folder, task) the newest sample log, by lm-eval's file-name conventions; notes on older ones."""
-    from lm_eval.utils import get_file_task_name, get_latest_filename, get_sample_results_filenames
-
-    by_key: dict[tuple[Path, str], list[str]] = {}
-    for name in get_sample_results_filenames([str(path) for path in paths]):
-        path = Path(name)
-        task = get_file_task_name(path.name)
-        if task:  # not lm-eval's samples_<task>_<timestamp>.jsonl otherwise
-            by_key.setdefault((path.parent, task), []).append(name)
-    newest: dict[tuple[Path, str], Path] = {}
-    notes: list[str] = []
-    for key, names in by_key.items():
-        latest = get_latest_filename(names)
-        newest[key] = Path(latest)
-        notes.extend(f"older run ignored: {name}" for name in sorted(names) if name != latest)
-    return newest, notes
+    newest, older = newest_sample_logs(logs)
+    notes = [f"older run ignored: {log.path}" for log in older]
+    return {(log.path.parent, log.task): log.path for log in newest}, notes
 
 
 def load_samples(run_dirs: Sequence[Path]) -> tuple[list[TaskSamples], list[str]]:
