@@ -50,9 +50,10 @@ exec-score: $(STAMP)
 
 # ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
 lint: $(STAMP)
-	$(PY) -m ruff check themisto tests bench lm_eval_tasks data
-	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks data
+	$(PY) -m ruff check themisto tests bench lm_eval_tasks tools
+	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks tools
 	$(PY) -m mypy
+	$(PY) -m mypy tools
 
 test: lint
 	$(PY) -m pytest -q
@@ -61,10 +62,10 @@ test: lint
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not kernel and not slow"
 
-# the bundled corpus from its seeded generators: data/files, then data/logs (byte for byte the same)
+# the bundled corpus from its seeded generators (tools/corpus): data/files, then data/logs (byte for byte the same)
 corpus: $(STAMP)
-	$(PY) data/make_files.py
-	$(PY) data/make_logs.py --jobs 2
+	$(PY) -m tools.corpus.make_files
+	$(PY) -m tools.corpus.make_logs --jobs 2
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py $(ARGS)

@@ -35,7 +35,7 @@ def _requirements(section: str, key: str) -> set[str]:
 
 def _imports(folders: list[str]) -> dict[str, set[str]]:
     """Third-party top-level modules imported by the Python files under ``folders``, with the files."""
-    local = {path.stem for folder in folders for path in (ROOT / folder).rglob("*.py")} | {"themisto"}
+    local = {path.stem for folder in folders for path in (ROOT / folder).rglob("*.py")} | {"themisto", "tools"}
     found: dict[str, set[str]] = {}
     for folder in folders:
         for path in (ROOT / folder).rglob("*.py"):
@@ -91,6 +91,12 @@ def test_tests_and_benches_find_their_packages_in_the_dev_extra() -> None:
         for module, files in _imports(["tests", "bench"]).items()
         if module not in MAKEFILE_INSTALLS and not _providers(module) & available
     }
+    assert not missing
+
+
+def test_the_corpus_generator_finds_its_packages_in_the_corpus_extra() -> None:
+    available = _requirements("options", "install_requires") | _requirements("options.extras_require", "corpus")
+    missing = {module: files for module, files in _imports(["tools"]).items() if not _providers(module) & available}
     assert not missing
 
 
