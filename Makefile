@@ -25,6 +25,9 @@ BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-sta
 # record (complete trajectories are reused), build, evaluate the baselines, report.
 # The kernels run in a scratch folder so files a notebook writes never land among the logs;
 # the sessions read their data files as files/..., so the folder gets a fresh copy of data/files.
+# Tracked files stay as committed: record finds every trajectory complete and writes nothing; build
+# rewrites hf_dataset/ with the same bytes (tests/test_dataset.py checks; new library versions may
+# change Parquet bytes: then commit the rebuild); eval and report write only under runs/ (ignored).
 run: $(STAMP)
 	rm -rf runs/workdir && mkdir -p runs/workdir && cp -R data/files runs/workdir/files
 	$(PY) -m themisto record data/logs -o data/trajectories --workdir runs/workdir --resume

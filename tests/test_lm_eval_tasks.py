@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from dataset_fixture import task_rows, write_dataset
 
+from themisto import __version__
 from themisto.cli import main as themisto_main
 from themisto.evaluation.answers import unfence
 from themisto.evaluation.data import bundled_path, data_location, load_task_dataset, tasks_path
@@ -215,6 +216,7 @@ def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> 
         str(source),
     )
     (wheel,) = (tmp_path / "dist").glob("themisto-*.whl")
+    assert wheel.name.startswith(f"themisto-{__version__}-")  # setup.cfg reads the package's one declaration
 
     venv = tmp_path / "venv"
     run(sys._base_executable, "-m", "venv", "--without-pip", str(venv))

@@ -120,3 +120,16 @@ def test_make_installs_the_extras_that_make_run_and_make_test_need() -> None:
     assert extras and set(extras[0].split(",")) == {"dev", "corpus"}
     for package in MAKEFILE_INSTALLS:
         assert re.search(rf"pip install -q {package}==", makefile)
+
+
+def test_the_pre_commit_hook_runs_what_make_lint_runs() -> None:
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
+    assert [(hook["entry"], hook["pass_filenames"]) for hook in hooks] == [("make lint", False)]
+    recipe = re.search(r"^lint:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
+    assert recipe is not None
+    commands = recipe.group(1).split("\n")
+    assert any("ruff check" in c for c in commands) and any("ruff format --check" in c for c in commands)
+    assert any(c.strip() == "$(PY) -m mypy" for c in commands)
