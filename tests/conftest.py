@@ -24,7 +24,8 @@ import pytest
 from dataset_fixture import write_dataset
 from tiny_model import make_tiny_model
 
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
 
 # What a test module's kernels record with unless it sets KERNEL_OPTIONS.
 DEFAULT_KERNEL_OPTIONS = RecordOptions(timeout=30)

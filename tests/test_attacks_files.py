@@ -39,8 +39,7 @@ from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
 from themisto.exceptions import OutputError
 from themisto.filesystem import ExclusiveLock, lock_path
-from themisto.recording.kernel import RECORDING_STOPPED_ERROR
-from themisto.trajectory import read_trajectory, trajectory_files, write_trajectory
+from themisto.trajectory import RECORDING_STOPPED_ERROR, read_trajectory, trajectory_files, write_trajectory
 
 # --- one writer per trajectory and per build ---------------------------------------------------
 

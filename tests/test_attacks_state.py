@@ -15,7 +15,8 @@ from synthetic import synthetic_steps, write_corpus, write_steps
 from themisto.building.parquet import build_dataset, parquet_path
 from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
-from themisto.recording.kernel import MAX_NAME_CHARS, MAX_TYPE_CHARS, RecordOptions
+from themisto.recording.kernel import MAX_NAME_CHARS, MAX_TYPE_CHARS
+from themisto.recording.options import RecordOptions
 from themisto.trajectory import read_trajectory
 from themisto.vocabulary import TRAJECTORIES
 

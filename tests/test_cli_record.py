@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -208,7 +209,7 @@ def test_resume_refuses_a_trajectory_from_other_code(tmp_path: Path, capsys: pyt
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: object, extra: list[str], message: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Callable[[Path], Path], extra: list[str], message: str
 ) -> None:
     source = make(tmp_path)
     assert main(["record", str(source), "-o", str(tmp_path / "out"), *extra]) == 2

@@ -210,7 +210,7 @@ def test_printed_output_dataframes_arrays_and_plots_as_images() -> None:
 
 def test_sessions_read_the_data_files_by_relative_paths_that_exist() -> None:
     """Runtime state the code does not show: the notebooks load files/ (data/files), which the prompt never shows."""
-    read = Counter()
+    read: Counter[str] = Counter()
     for row in all_rows():
         if row["event"] == "execute":
             read.update(re.findall(r"'files/([\w.]+)'", row["cell_source"]))

@@ -151,7 +151,7 @@ def test_themisto_repeat_last_scores_the_share_of_repeated_cells(data_dir: Path,
     for task, config in TASKS.items():
         rows = task_rows(data_dir, config)
         field = "code" if config.startswith("next_cell") else "output"
-        expected = share(rows, lambda row, field=field: last_cell(row, field) == row["target"])
+        expected = share(rows, lambda row, field=field: last_cell(row, field) == row["target"])  # type: ignore[misc]
         exact = sum(record["exact_match"] for record in samples[task]) / len(samples[task])
         assert exact == pytest.approx(expected)
         assert 0 < expected < 1  # the fixture has repeated and new cells in every task

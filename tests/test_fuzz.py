@@ -91,10 +91,11 @@ SIMILAR: dict[type, st.SearchStrategy[Any]] = {
 }
 
 
-MUTATIONS = st.integers(0, 3)
+# How many nodes of a document are mutated (a name of its own: sharing MUTATIONS made every mutation a replace).
+MUTATION_COUNT = st.integers(0, 3)
 
 
-def mutate(data: st.DataObject, document: Any, count: st.SearchStrategy[int] = MUTATIONS) -> Any:
+def mutate(data: st.DataObject, document: Any, count: st.SearchStrategy[int] = MUTATION_COUNT) -> Any:
     """``document`` (decoded JSON, changed in place) with a few random nodes replaced, deleted or added.
 
     Inputs start valid and take a few mutations, so most reach the code past

@@ -24,8 +24,9 @@ import pytest
 
 from themisto.cli import main
 from themisto.exceptions import KernelError
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
 from themisto.recording.launcher import launcher_command
+from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import Step, read_trajectory
 

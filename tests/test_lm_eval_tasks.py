@@ -219,7 +219,8 @@ def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> 
     assert wheel.name.startswith(f"themisto-{__version__}-")  # setup.cfg reads the package's one declaration
 
     venv = tmp_path / "venv"
-    run(sys._base_executable, "-m", "venv", "--without-pip", str(venv))
+    base_python = sys._base_executable  # type: ignore[attr-defined]  # CPython: the interpreter this venv runs on
+    run(base_python, "-m", "venv", "--without-pip", str(venv))
     venv_python = venv / "bin" / "python"
     run(python, "-m", "pip", "--python", str(venv_python), "install", "-q", "--no-deps", str(wheel))
     # The dependencies (lm-eval, datasets, ...) come from this venv's site-packages,

@@ -8,6 +8,7 @@ import functools
 import importlib.metadata
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from themisto.trajectory import read_trajectory, trajectory_files
@@ -54,7 +55,7 @@ def _imports(folders: list[str]) -> dict[str, set[str]]:
 
 
 @functools.cache
-def _distributions() -> dict[str, list[str]]:
+def _distributions() -> Mapping[str, list[str]]:
     return importlib.metadata.packages_distributions()  # scans every installed distribution: once
 
 

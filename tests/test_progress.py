@@ -25,7 +25,7 @@ from themisto.building.parquet import build_dataset
 from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
 from themisto.recording.environment import kernel_environment, supervised_kernel_manager
-from themisto.recording.kernel import RecordOptions
+from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability
 from themisto.trajectory import read_trajectory

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from themisto.kernelside import snapshot
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
 
 KERNEL_OPTIONS = RecordOptions(timeout=20)  # the shared `kernel` fixture's (tests/conftest.py)
 
@@ -40,7 +41,7 @@ _scalars = (
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False)
-    | st.text(alphabet=st.characters(blacklist_characters="'\"", blacklist_categories=("Cs",)), max_size=30)
+    | st.text(alphabet=st.characters(blacklist_characters="'\"", blacklist_categories=["Cs"]), max_size=30)
 )
 _nested = st.recursive(
     _scalars,

@@ -17,7 +17,8 @@ import pytest
 
 from themisto.kernelside import snapshot
 from themisto.recording import inject
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
 
 KERNEL_OPTIONS = RecordOptions(timeout=30, repr_timeout=5)  # the shared `kernel` fixture's (tests/conftest.py)
 

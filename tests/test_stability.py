@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from themisto.cli import main
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
 from themisto.recording.stability import excerpts, instability_causes
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory
 

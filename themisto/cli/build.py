@@ -12,7 +12,7 @@ _SELECTION = SelectionOptions()
 _RENDER = RenderOptions()
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "build",
         help="build the benchmark dataset from trajectories",

@@ -20,7 +20,7 @@ from themisto.exceptions import InputError
 from themisto.vocabulary import BASELINES, DEFAULT_SPLIT, LM_EVAL_GROUP, SPLITS
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``eval`` subcommand."""
     parser = subparsers.add_parser(
         "eval",

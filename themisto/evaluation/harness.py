@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from themisto.evaluation.data import check_split, data_location, tasks_path
 from themisto.exceptions import InputError, short_message
@@ -126,7 +126,7 @@ def evaluate(
     if results is not None and tracker is not None:
         _name_run(tracker, model, model_args)
         _save(tracker, results)
-    return results
+    return cast("dict[str, Any] | None", results)  # lm-eval is untyped
 
 
 def scores(results: dict[str, Any], prefix: str = "themisto") -> dict[str, float]:
@@ -189,7 +189,7 @@ def _git_commit_hash() -> str | None:
     try:
         done = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, check=True)
     except (subprocess.CalledProcessError, OSError):
-        return get_commit_from_path(os.getcwd())
+        return cast("str | None", get_commit_from_path(os.getcwd()))
     return done.stdout.strip()
 
 

@@ -130,7 +130,7 @@ def _split(configs: dict[str, Any], task: str) -> str | None:
     return split if isinstance(split, str) else DEFAULT_SPLIT  # the loader's split without one (a plain lm_eval run)
 
 
-def _metric_value(record: dict, name: str, where: str) -> float:
+def _metric_value(record: dict[str, Any], name: str, where: str) -> float:
     """One per-sample metric value as a float, or an InputError."""
     value = record.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -170,7 +170,7 @@ def _read_samples(path: Path, model: str, task: str) -> list[TaskSamples]:
     return list(by_filter.values())
 
 
-def _exec_outcome(record: dict, name: str, where: str) -> float:
+def _exec_outcome(record: dict[str, Any], name: str, where: str) -> float:
     """One exec-score outcome: 1.0 or 0.0, ``nan`` when null (the example is excluded), else an InputError."""
     if name not in record:
         raise InputError(f"{where}: no {name!r} (exec sample lines need example_id, {', '.join(EXEC_METRICS)})")
