@@ -56,3 +56,9 @@ def test_the_metadata_keys_are_the_task_loaders_parameters_and_the_task_files_ke
     for task, config in LM_EVAL_TASKS.items():
         spec = yaml.safe_load((tasks_path() / f"{task}.yaml").read_text(encoding="utf-8"))
         assert spec["metadata"][CONFIG_KEY] == config
+
+
+def test_a_log_named_without_a_timestamp_is_not_taken_for_its_task(tmp_path: Path) -> None:
+    (tmp_path / "samples_themisto_next_cell.jsonl").write_text("")  # lm-eval always names the run's timestamp
+    (log,) = find_sample_log_files([tmp_path])
+    assert (log.task, log.stamp) == ("themisto_next", "cell")  # lm-eval's rule reads it so: not a next-cell log
