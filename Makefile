@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
 
-.PHONY: run exec-score test lint bench corpus install clean
+.PHONY: run exec-score test test-fast lint bench corpus install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ BASELINE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo
 # the generative tasks and the likelihood control on the likelihood tasks (themisto_bpb), report.
 # The kernels run in a scratch folder so files a notebook writes never land among the logs;
 # the sessions read their data files as files/..., so the folder gets a fresh copy of data/files.
+# Tracked files stay as committed: record finds every trajectory complete and writes nothing; build
+# rewrites hf_dataset/ with the same bytes (tests/test_dataset.py checks; new library versions may
+# change Parquet bytes: then commit the rebuild); eval and report write only under runs/ (ignored).
 run: $(STAMP)
 	rm -rf runs/workdir && mkdir -p runs/workdir && cp -R data/files runs/workdir/files
 	$(PY) -m themisto record data/logs -o data/trajectories --workdir runs/workdir --resume
@@ -53,19 +56,24 @@ exec-score: $(STAMP)
 	PYTHONHASHSEED=0 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 		$(PY) -m themisto exec-score runs/exec --data hf_dataset --workdir runs/exec-workdir --jobs 2
 
-# ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
+# ruff (lint and format check) and mypy (strict on the package; tests, bench and tools/ checked too),
+# with the configuration in pyproject.toml.
 lint: $(STAMP)
-	$(PY) -m ruff check themisto tests bench lm_eval_tasks data
-	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks data
+	$(PY) -m ruff check themisto tests bench lm_eval_tasks tools
+	$(PY) -m ruff format --check themisto tests bench lm_eval_tasks tools
 	$(PY) -m mypy
 
 test: lint
 	$(PY) -m pytest -q
 
-# the bundled corpus from its seeded generators: data/files, then data/logs (byte for byte the same)
+# the tests that start no kernel and run no model (markers in setup.cfg, set in tests/conftest.py)
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not kernel and not slow"
+
+# the bundled corpus from its seeded generators (tools/corpus): data/files, then data/logs (byte for byte the same)
 corpus: $(STAMP)
-	$(PY) data/make_files.py
-	$(PY) data/make_logs.py --jobs 2
+	$(PY) -m tools.corpus.make_files
+	$(PY) -m tools.corpus.make_logs --jobs 2
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py $(ARGS)

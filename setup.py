@@ -4,8 +4,16 @@ Both live at the repository root (``lm_eval_tasks/``, ``hf_dataset/``), where
 ``lm_eval --include_path lm_eval_tasks`` and ``load_dataset("hf_dataset")``
 find them in a checkout. A wheel has no repository root, so ``build_py`` copies
 them into the package as ``themisto/lm_eval_tasks`` and ``themisto/hf_dataset``;
-``themisto.evaluation.bundled_path`` looks there first. Everything else is in
-setup.cfg.
+``themisto.evaluation.bundled_path`` looks there first. Everything else,
+version included, is in setup.cfg.
+
+Why this file still exists: setup.cfg alone cannot put a folder from outside
+the package into it. ``package_dir`` can map ``themisto.hf_dataset`` to
+``hf_dataset/`` only for packages listed by hand (``find:`` does not see
+mapped folders, and a forgotten subpackage would silently leave the wheel);
+``data_files`` installs outside the package, under a prefix that differs per
+install scheme; a symlink inside the package is a plain file in a checkout
+without symlinks (git's default on Windows).
 """
 
 import shutil

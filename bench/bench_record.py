@@ -103,7 +103,7 @@ def _plain(path: Path) -> float:
 
 def _recorded(path: Path, out_dir: Path) -> float:
     """Wall time of ``record_source`` on the notebook, kernel start to shutdown."""
-    from themisto.recording.kernel import RecordOptions
+    from themisto.recording.options import RecordOptions
     from themisto.recording.record import record_source
 
     started = time.perf_counter()
@@ -145,7 +145,7 @@ def _plain_corpus(segments: list[list[str]], workdir: Path) -> float:
 
 def _recorded_corpus(out_dir: Path, workdir: Path, jobs: int) -> tuple[float, int]:
     """Wall time of recording the corpus with ``jobs`` kernels at once, and the steps recorded."""
-    from themisto.recording.kernel import RecordOptions
+    from themisto.recording.options import RecordOptions
     from themisto.recording.record import record_source
 
     steps = 0

@@ -92,7 +92,8 @@ def _describe_cold(value: object) -> float:
 
 
 def _kernel_rows(steps: int, workdir: Path) -> list[dict]:
-    from themisto.recording.kernel import Recorder, RecordOptions
+    from themisto.recording.kernel import Recorder
+    from themisto.recording.options import RecordOptions
 
     options = RecordOptions(timeout=600)
     rows = []

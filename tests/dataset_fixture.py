@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from themisto.building.parquet import BuildSummary, build_dataset, parquet_path
 from themisto.building.tasks import SelectionOptions
 from themisto.kernelside import snapshot
-from themisto.recording.kernel import RecordOptions
+from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, TrajectoryWriter, Variable, state_hash
 from themisto.vocabulary import TASK_CONFIGS, TRAJECTORIES
 

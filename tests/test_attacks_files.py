@@ -39,12 +39,12 @@ from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
 from themisto.exceptions import OutputError
 from themisto.filesystem import ExclusiveLock, lock_path
-from themisto.recording.kernel import RECORDING_STOPPED_ERROR
-from themisto.trajectory import read_trajectory, trajectory_files, write_trajectory
+from themisto.trajectory import RECORDING_STOPPED_ERROR, read_trajectory, trajectory_files, write_trajectory
 
 # --- one writer per trajectory and per build ---------------------------------------------------
 
 
+@pytest.mark.kernel
 def test_a_second_record_process_into_the_same_folder_is_refused(tmp_path: Path) -> None:
     go = tmp_path / "go"
     # the first recording holds the trajectory until the test lets it finish
@@ -101,6 +101,7 @@ def test_the_whole_trajectory_writer_waits_for_no_running_recording(tmp_path: Pa
 MARKED = "open({mark!r}, 'w').write('a kernel ran')"
 
 
+@pytest.mark.kernel
 def test_output_path_that_is_a_file_is_one_line_before_any_kernel_starts(tmp_path: Path) -> None:
     mark = tmp_path / "mark"
     notebook = write_notebook(tmp_path / "nb.ipynb", [MARKED.format(mark=str(mark))])
@@ -124,6 +125,7 @@ def test_unwritable_output_folder_is_one_line_before_any_kernel_starts(tmp_path:
     assert_one_line_error(result.stderr, "record", "Permission denied")
 
 
+@pytest.mark.kernel
 def test_a_log_name_too_long_for_the_file_system_is_one_line_before_any_kernel_starts(tmp_path: Path) -> None:
     mark = tmp_path / "mark"
     log = tmp_path / ("l" * 247 + ".csv")  # a 251-character file name; its trajectory's is 262
@@ -169,6 +171,7 @@ def test_read_only_and_full_file_systems_are_one_line_before_any_kernel_starts(t
         assert_one_line_error((tmp_path / f"{case}.err").read_text(), "record", "cannot write to", cause)
 
 
+@pytest.mark.kernel
 def test_a_disk_that_fills_mid_run_keeps_the_complete_steps_and_resume_moves_past_the_cell(tmp_path: Path) -> None:
     cells = [
         "a = 1",
@@ -205,6 +208,7 @@ def test_a_disk_that_fills_mid_run_keeps_the_complete_steps_and_resume_moves_pas
     assert (tmp_path / "listing").read_text().split() == [".", "..", "fill.jsonl", "fill.provenance.json"]
 
 
+@pytest.mark.kernel
 def test_a_cell_that_kills_the_recorder_does_not_stop_every_later_resume(tmp_path: Path) -> None:
     # the kernel's parent is the launcher, whose parent is the recorder
     killer = "import os\nrecorder = int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])\n"
@@ -265,6 +269,7 @@ def fork_build(trajectories: Path, out: Path, seed: int) -> int:
     return pid
 
 
+@pytest.mark.slow
 def test_a_build_killed_at_any_moment_leaves_one_whole_build(tmp_path: Path) -> None:
     trajectories = tmp_path / "trajectories"
     write_corpus(trajectories, 6, 60)

@@ -5,6 +5,7 @@ SECURITY.md, threats 5, 6 and 9. Real kernels, real ``themisto`` processes.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import time
@@ -12,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import psutil
+import pytest
 from attacks import (
     is_gone,
     lines_of,
@@ -20,9 +22,12 @@ from attacks import (
     write_notebook,
 )
 
-from themisto.recording.kernel import SILENT_KERNEL_GRACE, RecordOptions
+from themisto.recording.kernel import SILENT_KERNEL_GRACE
+from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import read_trajectory
+
+pytestmark = pytest.mark.kernel  # every test records or kills a real kernel
 
 OPTIONS = RecordOptions(timeout=30, repr_timeout=0.3)
 
@@ -49,7 +54,7 @@ def test_nothing_the_notebook_started_outlives_the_trajectory(tmp_path: Path) ->
     # all of them were alive while the trajectory ran: they were started in a session of their own,
     # so the process group kill of jupyter_client alone did not reach them
     for name, pid in pids.items():
-        wait_for(lambda pid=pid: is_gone(pid), timeout=10, what=f"the {name} process {pid} to end")
+        wait_for(functools.partial(is_gone, pid), timeout=10, what=f"the {name} process {pid} to end")
 
 
 def test_the_kernel_and_everything_it_started_die_with_a_killed_recorder(tmp_path: Path) -> None:
@@ -70,7 +75,7 @@ def test_the_kernel_and_everything_it_started_die_with_a_killed_recorder(tmp_pat
         recorder.kill()
         recorder.communicate()
     for name, pid in [*pids.items(), ("launcher", launcher)]:
-        wait_for(lambda pid=pid: is_gone(pid), timeout=10, what=f"the {name} process {pid} to end")
+        wait_for(functools.partial(is_gone, pid), timeout=10, what=f"the {name} process {pid} to end")
 
 
 def test_replaced_streams_are_restored_and_later_cells_recorded_normally(tmp_path: Path) -> None:
@@ -164,4 +169,4 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
     assert stderr.strip().splitlines()[-1] == "themisto record: interrupted again, stopping at once"
     assert [step.code for step in read_trajectory(out / "long.jsonl")] == ["a = 1"]
     for process in [launcher, *kernels]:
-        wait_for(lambda pid=process.pid: is_gone(pid), timeout=10, what=f"process {process.pid} to end")
+        wait_for(functools.partial(is_gone, process.pid), timeout=10, what=f"process {process.pid} to end")

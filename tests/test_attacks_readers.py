@@ -34,6 +34,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+@pytest.mark.kernel
 def test_a_cell_source_given_as_lines_runs_as_the_joined_code(tmp_path: Path) -> None:
     log = write_jsonl(
         tmp_path / "lines.jsonl",

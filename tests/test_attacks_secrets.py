@@ -98,6 +98,7 @@ def test_credential_names_and_values(name: str, value: str, secret: bool) -> Non
     assert (name in kernel_environment({name: value})) is not secret
 
 
+@pytest.mark.kernel
 def test_record_command_leaves_no_secret_to_any_ancestor_of_the_kernel(tmp_path: Path) -> None:
     notebook = probe_notebook(tmp_path / "probe.ipynb")
     result = run_themisto("record", str(notebook), "-o", str(tmp_path / "out"), env=process_environment(**SECRETS))
@@ -105,6 +106,7 @@ def test_record_command_leaves_no_secret_to_any_ancestor_of_the_kernel(tmp_path:
     assert_no_leak(tmp_path / "out")
 
 
+@pytest.mark.kernel
 def test_python_api_caller_environment_is_out_of_the_kernels_reach(tmp_path: Path) -> None:
     # record_source() cannot change its caller's environment: the caller is made unreadable instead
     notebook = probe_notebook(tmp_path / "probe.ipynb")
@@ -126,6 +128,7 @@ def test_python_api_caller_environment_is_out_of_the_kernels_reach(tmp_path: Pat
     assert_no_leak(tmp_path / "out")
 
 
+@pytest.mark.kernel
 def test_isolate_home_hides_the_users_home_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,9 +15,12 @@ from synthetic import synthetic_steps, write_corpus, write_steps
 from themisto.building.parquet import build_dataset, parquet_path
 from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
-from themisto.recording.kernel import MAX_NAME_CHARS, MAX_TYPE_CHARS, RecordOptions
+from themisto.recording.kernel import MAX_NAME_CHARS, MAX_TYPE_CHARS
+from themisto.recording.options import RecordOptions
 from themisto.trajectory import read_trajectory
 from themisto.vocabulary import TRAJECTORIES
+
+pytestmark = pytest.mark.kernel  # every test but one records with a real kernel (that one builds for seconds)
 
 # --- --resume proves its state -------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ Budget: under 5 s (importing lm-eval's model registry dominates).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -41,7 +42,9 @@ def variable(name: str, text: str) -> dict[str, Any]:
     }
 
 
-def doc(code: str = "", history: list[tuple[str, str]] = (), runtime: list[dict[str, Any]] = ()) -> dict[str, Any]:
+def doc(
+    code: str = "", history: Sequence[tuple[str, str]] = (), runtime: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """A task row with the fields the baselines read."""
     return {
         "example_id": "t/1",
@@ -67,6 +70,7 @@ def request(task: str, row: dict[str, Any], gen_kwargs: dict[str, Any] = UNTIL) 
 HISTORY = [("a = 1", ""), ("a + 1", "2")]
 
 
+@pytest.mark.slow
 def test_the_baselines_are_registered_without_hiding_lm_evals_own_models() -> None:
     assert get_model("themisto-empty") is EmptyBaseline
     assert get_model("themisto-repeat-last") is RepeatLastBaseline

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -70,6 +71,7 @@ def _june_csv(events: list[tuple[str, str]]) -> str:
 NOTEBOOK_CELLS = ["a = 1", "b = a + 1", "print(b)", "c = b * 10\nc"]
 
 
+@pytest.mark.kernel
 def test_records_notebooks_and_logs_into_valid_trajectories(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -101,6 +103,7 @@ def test_records_notebooks_and_logs_into_valid_trajectories(
     assert "nb.jsonl: 4 new step(s)" in capsys.readouterr().err
 
 
+@pytest.mark.kernel
 def test_resume_continues_after_the_last_complete_step(tmp_path: Path) -> None:
     source = _notebook(tmp_path / "nb.ipynb", NOTEBOOK_CELLS)
     out = tmp_path / "out"
@@ -120,6 +123,7 @@ def test_resume_continues_after_the_last_complete_step(tmp_path: Path) -> None:
     assert trajectory.read_bytes().splitlines(keepends=True) == resumed
 
 
+@pytest.mark.kernel
 def test_resume_replays_restarts_and_kernel_deaths_like_the_original(tmp_path: Path) -> None:
     events = [
         ("execute", "a = 1"),
@@ -144,6 +148,7 @@ def test_resume_replays_restarts_and_kernel_deaths_like_the_original(tmp_path: P
     assert resumed[-1].output == "(False, False)"
 
 
+@pytest.mark.kernel
 def test_existing_trajectory_is_kept_without_resume_or_overwrite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -204,7 +209,7 @@ def test_resume_refuses_a_trajectory_from_other_code(tmp_path: Path, capsys: pyt
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: object, extra: list[str], message: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Callable[[Path], Path], extra: list[str], message: str
 ) -> None:
     source = make(tmp_path)
     assert main(["record", str(source), "-o", str(tmp_path / "out"), *extra]) == 2
@@ -218,6 +223,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.kernel
 def test_command_line_process_reports_bad_input_without_traceback(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "themisto", "record", str(tmp_path / "missing.ipynb"), "-o", str(tmp_path)],
@@ -239,6 +245,7 @@ JUNE_EVENTS = (
 )  # fmt: skip
 
 
+@pytest.mark.kernel
 def test_a_june_table_with_every_event_kind_records_with_a_real_kernel(tmp_path: Path) -> None:
     plugin = 'from mining_extension import check_logging\ncheck_logging("http://3.249.245.244:9999")'
     slow = "import time\nfor _ in range(100):\n    time.sleep(0.1)"

@@ -10,7 +10,17 @@ from pathlib import Path
 from themisto.cli import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("numpy", "pandas", "pyarrow", "datasets", "lm_eval", "rapidfuzz", "transformers", "scipy", "matplotlib")
+HEAVY: tuple[str, ...] = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "datasets",
+    "lm_eval",
+    "rapidfuzz",
+    "transformers",
+    "scipy",
+    "matplotlib",
+)
 HEAVY += ("torch", "sklearn", "sacrebleu")
 
 # In a fresh interpreter: print every help text, then list the heavy modules that got imported.

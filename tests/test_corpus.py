@@ -10,7 +10,6 @@ import base64
 import csv
 import datetime as dt
 import filecmp
-import importlib.util
 import json
 import os
 import re
@@ -21,18 +20,23 @@ from collections import Counter
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import nbformat
+import pytest
 
 from themisto.recording.sources.june import JUNE_COLUMNS
+from tools.corpus import corpus_stats, make_files
+from tools.corpus.developer import Developer
+from tools.corpus.notebook import MAX_FIELD_CHARS, normalise_text, serialise_outputs
+from tools.corpus.sessions import SESSIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
 LOGS = DATA / "logs"
 FILES = DATA / "files"
-GENERATOR = DATA / "make_logs.py"
+# the log generator as a command; it runs from the repository root, where its package is
+GENERATOR = [sys.executable, "-m", "tools.corpus.make_logs"]
 
 EVENTS = {
     "execute",
@@ -47,7 +51,7 @@ EVENTS = {
     "kernel_restarting",
 }
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# What make_logs.py puts in place of an image too large for one CSV field.
+# What the generator puts in place of an image too large for one CSV field.
 IMAGE_PLACEHOLDER = "<image/png omitted:"
 JUNE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$")  # 2023-05-06 10:32:26.282, no zone
 
@@ -79,25 +83,10 @@ def all_outputs() -> Iterator[dict[str, Any]]:
             yield from outputs_of(row)
 
 
-@cache
-def data_module(name: str) -> ModuleType:
-    """A script of data/ as a module (data/ is not a package; its scripts import each other)."""
-    if str(DATA) not in sys.path:
-        sys.path.insert(0, str(DATA))
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", DATA / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses look their module up in sys.modules while the class is created.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_corpus_meets_the_issue_thresholds() -> None:
-    """At least 40 sessions over 12 tasks in 8 families; 2,000 executions, 150 exceptions, 25 restarts."""
-    stats_module = data_module("corpus_stats")
-    stats = stats_module.log_stats(LOGS)
-    assert list(stats_module.failures(stats, {})) == []
+    """At least 40 sessions over 12 scenarios in 8 families; 2,000 executions, 150 exceptions, 25 restarts."""
+    stats = corpus_stats.log_stats(LOGS)
+    assert list(corpus_stats.failures(stats, {})) == []
     assert stats.sessions == len(logs()) >= 40
     assert stats.interrupts >= 10
     # a debugging corpus needs variety, not forty copies of one mistake
@@ -112,17 +101,17 @@ def test_the_corpus_meets_the_issue_thresholds() -> None:
     assert stats.after_restart["re-ran some cells"] >= 5 and stats.after_restart["carried on"] >= 5
 
 
-def test_the_same_task_recurs_with_different_developers_and_trajectories() -> None:
-    sessions = data_module("sessions").SESSIONS
+def test_the_same_scenario_recurs_with_different_developers_and_trajectories() -> None:
+    sessions = SESSIONS
     assert {s.name for s in sessions} == {name.removesuffix(".csv") for name in logs()}
-    by_task: dict[str, list[str]] = {}
+    by_scenario: dict[str, list[str]] = {}
     for session in sessions:
-        by_task.setdefault(session.task, []).append(session.persona.user)
-    assert all(len(set(users)) >= 3 for users in by_task.values())
+        by_scenario.setdefault(session.scenario, []).append(session.persona.user)
+    assert all(len(set(users)) >= 3 for users in by_scenario.values())
     for name, rows in logs().items():
         assert {r["user_id"] for r in rows} == {rows[0]["user_id"]}, name
         assert {r["expert"] for r in rows} <= {"True", "False"}, name
-    # developers of one task write different code: few executed cells are shared between their sessions
+    # developers of one scenario write different code: few executed cells are shared between their sessions
     codes = {name: {r["cell_source"] for r in rows if r["event"] == "execute"} for name, rows in logs().items()}
     first, second = (codes[f"{s.name}.csv"] for s in sessions[:2])
     assert len(first & second) < 0.2 * min(len(first), len(second))
@@ -190,6 +179,7 @@ def test_a_restart_is_followed_by_a_fresh_state() -> None:
     assert fresh_state_failures >= 3
 
 
+@pytest.mark.slow
 def test_outputs_are_valid_nbformat() -> None:
     notebook = nbformat.v4.new_notebook()
     for row in all_rows():
@@ -220,7 +210,7 @@ def test_printed_output_dataframes_arrays_and_plots_as_images() -> None:
 
 def test_sessions_read_the_data_files_by_relative_paths_that_exist() -> None:
     """Runtime state the code does not show: the notebooks load files/ (data/files), which the prompt never shows."""
-    read = Counter()
+    read: Counter[str] = Counter()
     for row in all_rows():
         if row["event"] == "execute":
             read.update(re.findall(r"'files/([\w.]+)'", row["cell_source"]))
@@ -265,7 +255,7 @@ def test_no_machine_specific_paths_or_downloads() -> None:
 
 
 def test_rewriting_the_data_files_reproduces_them(tmp_path: Path) -> None:
-    data_module("make_files").write_all(tmp_path)
+    make_files.write_all(tmp_path)
     comparison = filecmp.dircmp(FILES, tmp_path)
     assert not (comparison.left_only or comparison.right_only)
     assert filecmp.cmpfiles(FILES, tmp_path, comparison.common_files, shallow=False)[0] == sorted(
@@ -278,10 +268,12 @@ def smallest_session() -> str:
     return min(logs(), key=lambda name: len(logs()[name])).removesuffix(".csv")
 
 
+@pytest.mark.kernel
 def test_regenerating_a_session_reproduces_the_committed_log(tmp_path: Path) -> None:
     name = smallest_session()
     subprocess.run(
-        [sys.executable, str(GENERATOR), "--only", name, "--out", str(tmp_path)],
+        [*GENERATOR, "--only", name, "--out", str(tmp_path)],
+        cwd=ROOT,
         check=True,
         capture_output=True,
         timeout=300,
@@ -292,7 +284,8 @@ def test_regenerating_a_session_reproduces_the_committed_log(tmp_path: Path) -> 
 
 def test_generator_rejects_an_unknown_session(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(GENERATOR), "--only", "no_such_session", "--out", str(tmp_path)],
+        [*GENERATOR, "--only", "no_such_session", "--out", str(tmp_path)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
@@ -315,34 +308,28 @@ def test_an_interrupted_cell_records_a_keyboard_interrupt() -> None:
 
 
 def test_oversized_cell_output_gives_up_its_largest_image_first() -> None:
-    make_logs = data_module("make_logs")
-    small, large = "A" * 1000, "B" * (make_logs.MAX_FIELD_CHARS + 10)
+    small, large = "A" * 1000, "B" * (MAX_FIELD_CHARS + 10)
     outputs = [
         {"output_type": "display_data", "metadata": {}, "data": {"image/png": small, "text/plain": "<Figure>"}},
         {"output_type": "display_data", "metadata": {}, "data": {"image/png": large, "text/plain": "<Figure>"}},
     ]
-    field = make_logs.serialise_outputs(outputs)
-    assert len(field) <= make_logs.MAX_FIELD_CHARS
+    field = serialise_outputs(outputs)
+    assert len(field) <= MAX_FIELD_CHARS
     kept = [o["data"]["image/png"] for o in json.loads(field)]
     assert kept == [small, f"{IMAGE_PLACEHOLDER} {len(large)} base64 characters>"]
 
 
 def test_machine_specific_text_is_normalised() -> None:
-    make_logs = data_module("make_logs")
     warning = f"{tempfile.gettempdir()}/ipykernel_48213/1234.py:3: FutureWarning: x\n"
     library = f"File {sys.prefix}/lib/python3.11/site-packages/pandas/core/frame.py:12"
     stdlib = f"File {sys.base_prefix}/lib/python3.11/re/__init__.py:227"
-    assert make_logs.normalise_text(warning, 1500) == "/tmp/ipykernel_1500/1234.py:3: FutureWarning: x\n"
-    assert (
-        make_logs.normalise_text(library, 1500)
-        == "File /opt/conda/lib/python3.11/site-packages/pandas/core/frame.py:12"
-    )
-    assert make_logs.normalise_text(stdlib, 1500) == "File /opt/conda/lib/python3.11/re/__init__.py:227"
+    assert normalise_text(warning, 1500) == "/tmp/ipykernel_1500/1234.py:3: FutureWarning: x\n"
+    assert normalise_text(library, 1500) == "File /opt/conda/lib/python3.11/site-packages/pandas/core/frame.py:12"
+    assert normalise_text(stdlib, 1500) == "File /opt/conda/lib/python3.11/re/__init__.py:227"
 
 
 def test_a_developer_renames_variables_in_code_but_not_in_strings_or_keywords() -> None:
-    developer = data_module("developer")
-    dev = developer.Developer.__new__(developer.Developer)  # renaming needs only the names
+    dev = Developer.__new__(Developer)  # renaming needs only the names
     dev.names = {"df": "sales"}
     code = "df = pd.read_csv('df.csv')\nprint(f\"{len(df)} rows\")\nx = dict(df=1).get('df')\ny = other.df"
     assert dev.rename(code) == (

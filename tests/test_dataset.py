@@ -252,6 +252,7 @@ def test_rebuilding_with_the_options_of_the_card_gives_identical_bytes(
     assert_same_files(built, tmp_path / "again")
 
 
+@pytest.mark.slow
 def test_the_committed_build_is_reproduced_from_the_committed_trajectories(tmp_path: Path) -> None:
     committed, sources = ROOT / "hf_dataset", ROOT / "data" / "trajectories"
     if not (committed / "README.md").is_file():
@@ -326,6 +327,7 @@ def test_bad_input_is_one_line_and_exit_2(built: Path, tmp_path: Path, capsys: p
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.kernel
 def test_plots_are_no_output_prediction_target_unless_images_are_included(tmp_path: Path) -> None:
     import nbformat
 

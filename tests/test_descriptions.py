@@ -61,7 +61,7 @@ def test_a_wide_mixed_frame_the_cell_reads_shows_every_column_and_dtype(wide_bui
     trajectory, root = wide_build
     namespace: dict[str, object] = {}
     exec(WIDE_FRAME, namespace)  # the same frame, made here, to know its dtypes independently of the kernel
-    expected = frame_columns(namespace["wide"])  # type: ignore[arg-type]
+    expected = frame_columns(namespace["wide"])
     assert len(expected) == 36 and len({line.split()[1] for line in expected}) >= 8
     for runtime_format in RUNTIME_FORMATS:
         out = root / f"build-{runtime_format}"
@@ -98,12 +98,11 @@ def test_both_prompts_of_a_pair_name_the_kernels_python_and_libraries(wide_build
 
 
 def test_the_committed_build_shows_every_column_and_dtype_of_the_frames_its_output_cells_read() -> None:
-    from test_corpus import data_module
-
     build = Path(__file__).resolve().parent.parent / "hf_dataset"
     if not (build / "README.md").is_file():
         pytest.skip("no committed build yet: themisto build data/trajectories -o hf_dataset")
-    stats = data_module("block_stats")
+    from tools.corpus import block_stats as stats
+
     reading, whole, _, _ = stats.frames_shown(stats.rows(build, "output_prediction_runtime"))
     assert len(reading) >= 100 and whole >= 0.95 * len(reading)  # the bar; 164 of 164 when measured
     plain = stats.rows(build, "output_prediction_runtime", "test")

@@ -17,29 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dataset_fixture import task_rows, write_dataset
+from dataset_fixture import task_rows
 from lm_eval.utils import sanitize_model_name
-from tiny_model import make_tiny_model
 
 from themisto.cli import main as themisto_main
 from themisto.evaluation.metrics import score_sample
 from themisto.vocabulary import GROUP_TASKS as TASKS
 from themisto.vocabulary import METRIC_NAMES
 
+pytestmark = pytest.mark.slow  # each test runs lm-eval end to end (the tiny model alone takes seconds)
+
 REPO = Path(__file__).resolve().parent.parent
 LIMIT = 3
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
-
-
-@pytest.fixture(scope="module")
-def tiny_model(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random GPT-2 (2 layers, width 64) and a BPE tokenizer trained on the fixture prompts."""
-    return make_tiny_model(data_dir, tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
@@ -181,7 +171,7 @@ def test_themisto_repeat_last_scores_the_share_of_repeated_cells(data_dir: Path,
     for task, config in TASKS.items():
         rows = task_rows(data_dir, config)
         field = "code" if config.startswith("next_cell") else "output"
-        expected = share(rows, lambda row, field=field: last_cell(row, field) == row["target"])
+        expected = share(rows, lambda row, field=field: last_cell(row, field) == row["target"])  # type: ignore[misc]
         exact = sum(record["exact_match"] for record in samples[task]) / len(samples[task])
         assert exact == pytest.approx(expected)
         assert 0 < expected < 1  # the fixture has repeated and new cells in every task

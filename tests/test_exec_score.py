@@ -28,6 +28,8 @@ from themisto.recording.record import record_source
 from themisto.trajectory import Step, Variable, read_trajectory, write_trajectory
 from themisto.vocabulary import NEXT_CELL_TASK, REFERENCE_MODEL, RUNTIME_SUFFIX
 
+pytestmark = pytest.mark.kernel  # every test but one replays in a real kernel
+
 RUNTIME_TASK = NEXT_CELL_TASK + RUNTIME_SUFFIX
 CELLS = [
     "import os\nimport pandas as pd",

@@ -91,10 +91,11 @@ SIMILAR: dict[type, st.SearchStrategy[Any]] = {
 }
 
 
-MUTATIONS = st.integers(0, 3)
+# How many nodes of a document are mutated (a name of its own: sharing MUTATIONS made every mutation a replace).
+MUTATION_COUNT = st.integers(0, 3)
 
 
-def mutate(data: st.DataObject, document: Any, count: st.SearchStrategy[int] = MUTATIONS) -> Any:
+def mutate(data: st.DataObject, document: Any, count: st.SearchStrategy[int] = MUTATION_COUNT) -> Any:
     """``document`` (decoded JSON, changed in place) with a few random nodes replaced, deleted or added.
 
     Inputs start valid and take a few mutations, so most reach the code past
@@ -163,6 +164,7 @@ NOTEBOOKS = st.fixed_dictionaries(
 
 
 # nbformat warns about what it repairs (missing or duplicate cell ids); repairing is a valid result
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::nbformat.warnings.MissingIDFieldWarning")
 @pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
 def test_notebook_reader_gives_trajectories_or_one_clear_error(scratch: Path, record_property: RecordProperty) -> None:
@@ -294,6 +296,7 @@ def write_log(suffix: str, rows: list[Any]) -> bytes:
     return sink.getvalue()
 
 
+@pytest.mark.slow
 def test_june_reader_gives_trajectories_or_one_clear_error(scratch: Path, record_property: RecordProperty) -> None:
     cases: Counter[str] = Counter()
 
@@ -312,6 +315,7 @@ def test_june_reader_gives_trajectories_or_one_clear_error(scratch: Path, record
 # --- themisto build on corrupted trajectories -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_build_on_corrupted_trajectories_builds_or_fails_in_one_line(
     scratch: Path, record_property: RecordProperty
 ) -> None:

@@ -24,10 +24,13 @@ import pytest
 
 from themisto.cli import main
 from themisto.exceptions import KernelError
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
 from themisto.recording.launcher import launcher_command
+from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import Step, read_trajectory
+
+pytestmark = pytest.mark.kernel  # every test drives a real kernel
 
 OPTIONS = RecordOptions(timeout=2, repr_timeout=0.3, max_output_chars=200, max_raw_output_chars=1000)
 NEXT = "print('next step ran')"

@@ -56,6 +56,7 @@ def two_corpora(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], l
     return a, b
 
 
+@pytest.mark.slow
 def test_evaluation_scores_a_rebuild_not_the_previous_build(
     two_corpora: tuple[list[Path], list[Path]], tmp_path: Path
 ) -> None:
@@ -77,6 +78,7 @@ def test_evaluation_scores_a_rebuild_not_the_previous_build(
             assert loaded["example_id"] == ids(folder, config, split)
 
 
+@pytest.mark.slow
 def test_plain_load_dataset_of_a_rebuilt_folder_reads_the_new_files(
     two_corpora: tuple[list[Path], list[Path]], tmp_path: Path
 ) -> None:
@@ -130,6 +132,7 @@ def from_the_block(samples: dict[str, list[dict[str, Any]]]) -> list[dict[str, A
     return [r for r in samples["themisto_output_runtime"] if r["filtered_resps"] != plain[r["doc"]["example_id"]]]
 
 
+@pytest.mark.slow
 def test_on_the_committed_build_the_positive_control_never_loses_and_never_guesses(tmp_path: Path) -> None:
     committed = ROOT / "hf_dataset"
     samples = eval_samples(
@@ -151,6 +154,7 @@ def test_on_the_committed_build_the_positive_control_never_loses_and_never_guess
     assert [r["filtered_resps"] for r in heuristic] == [r["filtered_resps"] for r in samples["themisto_output"]]
 
 
+@pytest.mark.slow
 def test_on_the_committed_test_split_the_positive_control_is_a_significant_runtime_effect(tmp_path: Path) -> None:
     # the README's claim: the paired test detects the runtime effect on the split every score is quoted on
     samples = eval_samples(
@@ -233,6 +237,7 @@ def test_category_and_duplicate_columns_hold_the_known_answers(tmp_path: Path) -
     assert {known[4] for known in KNOWN} == set(OUTPUT_KINDS) and {known[5] for known in KNOWN} == set(STEP_KINDS)
 
 
+@pytest.mark.slow
 def test_duplicates_are_counted_within_each_split(tmp_path: Path) -> None:
     # a repetitive session: seven cells run over and over, five outputs
     cells = [(f"x{i % 7}", str(i % 5)) for i in range(300)]

@@ -11,27 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dataset_fixture import task_rows, write_dataset
-from tiny_model import make_tiny_model
+from dataset_fixture import task_rows
 
 from themisto.evaluation import evaluate, scores
 from themisto.vocabulary import METRIC_NAMES
+
+pytestmark = pytest.mark.slow  # each test runs lm-eval through the Python API or a Trainer
 
 TASKS = ["themisto_output", "themisto_output_runtime", "themisto_next_cell"]
 # the likelihood arms of output prediction: the callback logs their deltas too
 BPB = ["themisto_output_bpb", "themisto_output_runtime_bpb", "themisto_output_placebo_bpb"]
 BPB_METRICS = ("bits_per_byte", "greedy_match")
 GEN = {"max_gen_toks": 8}
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
-
-
-@pytest.fixture(scope="module")
-def model_dir(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_model(data_dir, tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def samples_means(run_dir: Path) -> dict[str, dict[str, float]]:
@@ -63,11 +54,11 @@ def test_scores_flattens_each_task_and_the_paired_difference(data_dir: Path, tmp
         assert flat[key] == pytest.approx(value), key
 
 
-def test_evaluate_puts_a_model_back_in_the_mode_it_was_in(data_dir: Path, model_dir: Path) -> None:
+def test_evaluate_puts_a_model_back_in_the_mode_it_was_in(data_dir: Path, tiny_model: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     for training in (True, False):
         model.train(training)
         results = evaluate(
@@ -106,15 +97,15 @@ class ModeProbe:
 
 
 def test_a_trainer_logs_themisto_scores_at_every_nth_evaluation(
-    data_dir: Path, model_dir: Path, tmp_path: Path
+    data_dir: Path, tiny_model: Path, tmp_path: Path
 ) -> None:
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
 
     from themisto.integrations import ThemistoCallback
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
     texts = [row["prompt"][-300:] + row["target"] for row in task_rows(data_dir, "output_prediction", "full")][:16]
     encoded = tokenizer(texts, truncation=True, max_length=128, padding="max_length")
     train = datasets.Dataset.from_dict({**encoded, "labels": encoded["input_ids"]})
@@ -161,13 +152,13 @@ def test_a_trainer_logs_themisto_scores_at_every_nth_evaluation(
     assert probe.seen == [True] * 4
 
 
-def test_only_the_main_process_evaluates(data_dir: Path, model_dir: Path, tmp_path: Path) -> None:
+def test_only_the_main_process_evaluates(data_dir: Path, tiny_model: Path, tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, Trainer, TrainerControl, TrainerState, TrainingArguments
 
     from themisto.integrations import ThemistoCallback
 
     trainer = Trainer(
-        model=AutoModelForCausalLM.from_pretrained(model_dir),
+        model=AutoModelForCausalLM.from_pretrained(tiny_model),
         args=TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True),
     )
     callback = ThemistoCallback(trainer, tasks=["themisto_output"], limit=1, data=str(data_dir), gen_kwargs=GEN)

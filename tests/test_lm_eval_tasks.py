@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from dataset_fixture import task_rows, write_dataset
 
+from themisto import __version__
 from themisto.cli import main as themisto_main
 from themisto.evaluation.answers import unfence
 from themisto.evaluation.data import bundled_path, data_location, load_task_dataset, tasks_path
@@ -28,11 +29,6 @@ from themisto.vocabulary import DATA_ENV, LM_EVAL_GROUPS, LM_EVAL_TASKS, METRIC_
 from themisto.vocabulary import GROUP_TASKS as TASKS
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="module")
@@ -204,6 +200,7 @@ def test_eval_reports_bad_input_in_one_line(
     assert err[-1].startswith("themisto eval: error:") and message in err[-1]
 
 
+@pytest.mark.slow
 def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> None:
     """Build a wheel, install it into a fresh venv, and load the tasks from another directory."""
     source = tmp_path / "src"
@@ -234,9 +231,11 @@ def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> 
         str(source),
     )
     (wheel,) = (tmp_path / "dist").glob("themisto-*.whl")
+    assert wheel.name.startswith(f"themisto-{__version__}-")  # setup.cfg reads the package's one declaration
 
     venv = tmp_path / "venv"
-    run(sys._base_executable, "-m", "venv", "--without-pip", str(venv))
+    base_python = sys._base_executable  # type: ignore[attr-defined]  # CPython: the interpreter this venv runs on
+    run(base_python, "-m", "venv", "--without-pip", str(venv))
     venv_python = venv / "bin" / "python"
     run(python, "-m", "pip", "--python", str(venv_python), "install", "-q", "--no-deps", str(wheel))
     # The dependencies (lm-eval, datasets, ...) come from this venv's site-packages,

@@ -16,9 +16,9 @@ from themisto.building.parquet import build_dataset
 from themisto.building.prompts import PROMPT_REPR_TRUNCATION_MARK, RenderOptions
 from themisto.building.tasks import SelectionOptions, select
 from themisto.cli import build_parser, main
-from themisto.cli.options import parse_size
+from themisto.cli.options import error_line, parse_size
 from themisto.evaluation.data import data_location
-from themisto.exceptions import InputError, OptionError, keyword_spelling
+from themisto.exceptions import InputError, OptionError, ReplayDivergedError, ThemistoError, keyword_spelling
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability
@@ -76,6 +76,15 @@ def test_an_option_error_spells_options_per_caller_and_keeps_facts_verbatim() ->
     assert keyword_spelling("runs", None) == "runs"
 
 
+def test_a_replay_that_diverged_is_no_option_error_but_names_options_per_caller() -> None:
+    error = ReplayDivergedError("{path}: step 3 does not reproduce; re-record it with {overwrite:True}", path="t.jsonl")
+    assert not isinstance(error, OptionError) and isinstance(error, ThemistoError)
+    assert str(error) == "t.jsonl: step 3 does not reproduce; re-record it with overwrite=True"
+    summary = error.prefixed("2 of 2 trajectories failed; the first: ")
+    assert type(summary) is ReplayDivergedError  # the summary of several failures still says what happened
+    assert error_line(summary, {"overwrite": "--overwrite"}).endswith("re-record it with --overwrite")
+
+
 def test_python_callers_read_keyword_names(tmp_path: Path) -> None:
     with pytest.raises(OptionError) as info:
         check_stability([tmp_path], runs=0)
@@ -108,8 +117,6 @@ def test_the_cli_names_the_flags_that_set_those_options(tmp_path: Path, capsys: 
             "see --include-errors, --include-empty, --min-history, --quantile and --stable-only",
         ),
         (["build", str(errors), "-o", str(tmp_path / "b"), "--prompt-repr-chars", "3"], "--prompt-repr-chars must"),
-        # the old spelling still sets the option, and the error names the flag that --help shows
-        (["build", str(errors), "-o", str(tmp_path / "b"), "--max-repr-chars", "3"], "--prompt-repr-chars must"),
         (["build", str(unannotated(tmp_path)), "-o", str(tmp_path / "b"), "--stable-only"], "--stable-only needs"),
         (["build", str(errors), "-o", str(tmp_path / "b"), "--quantile", "2"], "--quantile must be in (0, 1]"),
         (
@@ -147,7 +154,9 @@ def test_record_and_build_repr_caps_have_one_name_each(capsys: pytest.CaptureFix
     build = parser.parse_args(["build", "t.jsonl"])
     assert not hasattr(record, "prompt_repr_chars") and not hasattr(build, "max_repr_chars")
     assert build.prompt_repr_chars == RenderOptions().prompt_repr_chars != RecordOptions().max_repr_chars
-    assert parser.parse_args(["build", "t.jsonl", "--max-repr-chars", "50"]).prompt_repr_chars == 50
+    with pytest.raises(SystemExit):  # no hidden alias: record's cap is not a spelling of the prompt's
+        parser.parse_args(["build", "t.jsonl", "--max-repr-chars", "50"])
+    assert "unrecognized arguments: --max-repr-chars 50" in capsys.readouterr().err
     helps = {}
     for command in ("record", "build"):
         with pytest.raises(SystemExit):

@@ -8,6 +8,7 @@ import functools
 import importlib.metadata
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from themisto.trajectory import read_trajectory, trajectory_files
@@ -35,7 +36,7 @@ def _requirements(section: str, key: str) -> set[str]:
 
 def _imports(folders: list[str]) -> dict[str, set[str]]:
     """Third-party top-level modules imported by the Python files under ``folders``, with the files."""
-    local = {path.stem for folder in folders for path in (ROOT / folder).rglob("*.py")} | {"themisto"}
+    local = {path.stem for folder in folders for path in (ROOT / folder).rglob("*.py")} | {"themisto", "tools"}
     found: dict[str, set[str]] = {}
     for folder in folders:
         for path in (ROOT / folder).rglob("*.py"):
@@ -54,7 +55,7 @@ def _imports(folders: list[str]) -> dict[str, set[str]]:
 
 
 @functools.cache
-def _distributions() -> dict[str, list[str]]:
+def _distributions() -> Mapping[str, list[str]]:
     return importlib.metadata.packages_distributions()  # scans every installed distribution: once
 
 
@@ -94,6 +95,12 @@ def test_tests_and_benches_find_their_packages_in_the_dev_extra() -> None:
     assert not missing
 
 
+def test_the_corpus_generator_finds_its_packages_in_the_corpus_extra() -> None:
+    available = _requirements("options", "install_requires") | _requirements("options.extras_require", "corpus")
+    missing = {module: files for module, files in _imports(["tools"]).items() if not _providers(module) & available}
+    assert not missing
+
+
 def test_the_corpus_extra_has_what_the_bundled_notebooks_import() -> None:
     # the code the kernel ran for the committed trajectories; a step whose import failed on purpose
     # (a package the session shows missing) needs nothing
@@ -114,3 +121,16 @@ def test_make_installs_the_extras_that_make_run_and_make_test_need() -> None:
     assert extras and set(extras[0].split(",")) == {"dev", "corpus"}
     for package in MAKEFILE_INSTALLS:
         assert re.search(rf"pip install -q {package}==", makefile)
+
+
+def test_the_pre_commit_hook_runs_what_make_lint_runs() -> None:
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
+    assert [(hook["entry"], hook["pass_filenames"]) for hook in hooks] == [("make lint", False)]
+    recipe = re.search(r"^lint:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
+    assert recipe is not None
+    commands = recipe.group(1).split("\n")
+    assert any("ruff check" in c for c in commands) and any("ruff format --check" in c for c in commands)
+    assert any(c.strip() == "$(PY) -m mypy" for c in commands)

@@ -78,6 +78,7 @@ def test_bad_jobs_or_shard_is_one_line_and_exit_2(
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
+@pytest.mark.kernel
 def test_two_jobs_record_the_same_trajectories_as_one(tmp_path: Path) -> None:
     folder = _write_notebooks(tmp_path / "nbs")
     assert main(["record", str(folder), "-o", str(tmp_path / "one")]) == 0
@@ -88,6 +89,7 @@ def test_two_jobs_record_the_same_trajectories_as_one(tmp_path: Path) -> None:
         assert _comparable(tmp_path / "two" / f"{name}.jsonl") == serial
 
 
+@pytest.mark.kernel
 def test_shards_record_disjoint_parts_that_make_up_the_whole(tmp_path: Path) -> None:
     folder = _write_notebooks(tmp_path / "nbs")
     recorded = []
@@ -100,6 +102,7 @@ def test_shards_record_disjoint_parts_that_make_up_the_whole(tmp_path: Path) -> 
     assert sorted(recorded) == sorted(NOTEBOOKS)
 
 
+@pytest.mark.kernel
 def test_a_failing_trajectory_keeps_the_others(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = _write_notebooks(tmp_path / "nbs")
     out = tmp_path / "out"

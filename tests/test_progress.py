@@ -26,7 +26,7 @@ from themisto.building.parquet import build_dataset
 from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
 from themisto.recording.environment import kernel_environment, supervised_kernel_manager
-from themisto.recording.kernel import RecordOptions
+from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability
 from themisto.trajectory import read_trajectory
@@ -56,6 +56,7 @@ def check_counts(calls: Calls, what: str, total: int) -> None:
     assert all(t == total for w, _, t in calls if w == what)
 
 
+@pytest.mark.kernel
 def test_record_counts_steps_across_the_corpus_and_leaves_resumed_steps_out(tmp_path: Path) -> None:
     sources = tmp_path / "nb"
     sources.mkdir()
@@ -74,6 +75,7 @@ def test_record_counts_steps_across_the_corpus_and_leaves_resumed_steps_out(tmp_
     assert len(read_trajectory(path)) == 3
 
 
+@pytest.mark.kernel
 def test_stability_counts_runs_times_steps(tmp_path: Path) -> None:
     sources = tmp_path / "nb"
     sources.mkdir()
@@ -84,6 +86,7 @@ def test_stability_counts_runs_times_steps(tmp_path: Path) -> None:
     check_counts(calls, "stability", 4)
 
 
+@pytest.mark.slow
 def test_build_reports_each_pass(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "t", trajectories=3, steps_each=700)
     calls: Calls = []
@@ -119,6 +122,7 @@ def run_on_terminal(*args: str) -> tuple[int, str]:
     return process.wait(timeout=120), drawn.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_bars_show_on_a_terminal_and_not_with_quiet_or_a_pipe(tmp_path: Path) -> None:
     trajectories = str(REPO / "data" / "trajectories")
     steps = sum(len(read_trajectory(path)) for path in (REPO / "data" / "trajectories").glob("*.jsonl"))
@@ -153,6 +157,7 @@ def kernel_log(manager: object, log: Path) -> str:
     return log.read_text()
 
 
+@pytest.mark.kernel
 def test_kernels_talk_over_private_sockets_without_the_tcp_warning(tmp_path: Path) -> None:
     from jupyter_client import KernelManager
 

@@ -24,6 +24,8 @@ from themisto.recording.stability import replay_options
 from themisto.recording.zenodo import import_zenodo
 from themisto.trajectory import SCHEMA_VERSION, read_trajectory
 
+pytestmark = pytest.mark.kernel  # every test but one records with a real kernel
+
 # The cells need the source's folder as working directory (a relative data file), print more than the
 # output cap and hold a variable whose repr is longer than the repr cap: a replay with other options
 # than the recording's, or elsewhere, differs from it.

@@ -117,6 +117,7 @@ def test_a_license_the_hub_does_not_know_is_one_line_and_nothing_is_built(
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_hub_license_with_yaml_syntax_is_written_as_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # "openrail++" and "cc0-1.0" would break hand-written YAML flow; the card stays valid
     for license_id in ("openrail++", "cc0-1.0", "other"):
@@ -343,6 +344,7 @@ def run_publish(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[
     return subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_publish_uploads_the_whole_build_in_one_commit_with_the_token_from_the_environment(
     build: Path, fake_hub: str
 ) -> None:
@@ -373,6 +375,7 @@ def test_publish_uploads_the_whole_build_in_one_commit_with_the_token_from_the_e
         assert content == expected_upload(build, path), path
 
 
+@pytest.mark.slow
 def test_publish_failures_are_one_line_and_never_show_the_token(build: Path, tmp_path: Path) -> None:
     # nothing listens on the endpoint: the first call fails
     done = run_publish(

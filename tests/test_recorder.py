@@ -8,23 +8,11 @@ from pathlib import Path
 import pytest
 
 from themisto.recording.environment import is_credential, kernel_environment
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import cap_text, render_outputs
 
-OPTIONS = RecordOptions(timeout=3, repr_timeout=0.3, max_output_chars=200, max_raw_output_chars=1000)
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Recorder:
-    """One kernel for the tests that neither restart it nor depend on a fresh namespace."""
-    with Recorder(trajectory_id="shared", workdir=tmp_path_factory.mktemp("shared"), options=OPTIONS) as recorder:
-        yield recorder
-
-
-@pytest.fixture
-def fresh_kernel(tmp_path: Path) -> Recorder:
-    with Recorder(trajectory_id="fresh", workdir=tmp_path, options=OPTIONS) as recorder:
-        yield recorder
+KERNEL_OPTIONS = RecordOptions(timeout=3, repr_timeout=0.3, max_output_chars=200, max_raw_output_chars=1000)
 
 
 # --- render_outputs ---------------------------------------------------------------------------
@@ -80,6 +68,7 @@ def test_credential_names(name: str, secret: bool) -> None:
     assert (name in kernel_environment({name: "v"})) is not secret
 
 
+@pytest.mark.kernel
 def test_kernel_cannot_read_secrets_and_starts_in_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "themisto-leak-1")
     monkeypatch.setenv("OPENAI_API_KEY", "themisto-leak-2")
@@ -87,7 +76,7 @@ def test_kernel_cannot_read_secrets_and_starts_in_workdir(tmp_path: Path, monkey
     monkeypatch.setenv("THEMISTO_VISIBLE", "themisto-visible")
     workdir = tmp_path / "work dir"
     workdir.mkdir()
-    with Recorder(trajectory_id="env", workdir=workdir, options=OPTIONS) as recorder:
+    with Recorder(trajectory_id="env", workdir=workdir, options=KERNEL_OPTIONS) as recorder:
         step = recorder.run_cell(
             "import os, json\n"
             "print(json.dumps({'env': {k: v for k, v in os.environ.items() if v.startswith('themisto-')},"
@@ -129,7 +118,7 @@ def test_long_output_is_capped_with_marker_and_length(kernel: Recorder) -> None:
     step = kernel.run_cell("print('x' * 5000)", "long")
     assert step.output_truncated and step.output_length == 5000
     assert step.output.startswith("x" * 200 + "\n") and "5000 characters" in step.output
-    assert len(step.outputs[0]["text"]) == OPTIONS.max_raw_output_chars
+    assert len(step.outputs[0]["text"]) == KERNEL_OPTIONS.max_raw_output_chars
 
 
 def test_rich_data_over_the_raw_budget_is_dropped_and_named(kernel: Recorder) -> None:

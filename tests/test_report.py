@@ -7,6 +7,7 @@ import io
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -374,7 +375,7 @@ STEP_KINDS = ["first_run", "rerun_unchanged", "rerun_edited", "after_restart"]
 
 def _rich_docs() -> list[dict]:
     """Rows of six trajectories with the category and duplicate columns of a current build."""
-    docs = []
+    docs: list[dict[str, Any]] = []
     for t, _ in enumerate(TRAJECTORY_RATES):
         for step in range(PER_TRAJECTORY):
             i = len(docs)
@@ -684,10 +685,10 @@ def test_plot_leads_with_the_paired_difference_and_shows_zeros(tmp_path: Path) -
     models = [label for label in labels if label in ("gain", "same")]
     # The zero differences of "same" are drawn: a marker at 0 for each task pair, not clipped.
     markers = dict(zip(models, (line for line in panels[0].get_lines() if line.get_marker() == "D")))
-    assert list(markers["same"].get_ydata()) == [0.0, 0.0] and not markers["same"].get_clip_on()
+    assert list(markers["same"].get_ydata()) == [0.0, 0.0] and not markers["same"].get_clip_on()  # type: ignore[arg-type]
     gains = {c.task: c for c in report.comparisons if c.model == "gain" and c.metric == "exact_match_norm"}
     expected = [gains[task].clustered_difference.estimate for task in ("themisto_next_cell", "themisto_output")]
-    assert list(markers["gain"].get_ydata()) == pytest.approx(expected) and max(expected) > 0
+    assert list(markers["gain"].get_ydata()) == pytest.approx(expected) and max(expected) > 0  # type: ignore[arg-type]
 
 
 def test_an_outcome_excluded_everywhere_gets_no_column_or_panel(tmp_path: Path) -> None:

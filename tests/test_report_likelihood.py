@@ -8,6 +8,7 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,7 +36,7 @@ PER_TRAJECTORY = 10
 
 def _docs() -> list[dict]:
     """Rows of twelve trajectories; a quarter of the targets hold a token only the runtime block has."""
-    docs = []
+    docs: list[dict[str, Any]] = []
     for t in range(TRAJECTORIES):
         for step in range(PER_TRAJECTORY):
             i = len(docs)
@@ -228,12 +229,12 @@ def test_generative_tasks_gain_the_placebo_contrast(tmp_path: Path) -> None:
     markdown = _report(tmp_path)
     assert f"## {LEAD}" not in markdown
     paired = _section(markdown, "Runtime vs plain and placebo, every other metric")
-    rows = {(r["task"], r["Δ"], r["metric"]): r for r in _table(paired, "model")}
+    by_key = {(r["task"], r["Δ"], r["metric"]): r for r in _table(paired, "model")}
     runtime = {s["doc"]["example_id"]: s["exact_match"] for s in samples["themisto_output_runtime"]}
     placebo = samples["themisto_output_placebo"]
     a = np.array([s["exact_match"] for s in placebo])
     b = np.array([runtime[s["doc"]["example_id"]] for s in placebo])
-    row = rows[("themisto_output", "runtime − placebo", "exact_match")]
+    row = by_key[("themisto_output", "runtime − placebo", "exact_match")]
     assert row["Δ [95% CI]"] == _interval_text(paired_bootstrap_ci(a, b, resamples=RESAMPLES), signed=True)
     assert float(row["sign-flip p"]) < 0.05
     # The generative headline also comes per runtime_only stratum.
@@ -284,7 +285,7 @@ def test_plot_leads_with_paired_bits_per_byte_marked_with_p(tmp_path: Path) -> N
         write_run(tmp_path, baseline, "", generative, split="test", build=BUILD)
     report = build_report([tmp_path], resamples=RESAMPLES)
     figure = report_figure(report)
-    title = figure.texts[0].get_text() if figure._suptitle is None else figure._suptitle.get_text()
+    title = figure.texts[0].get_text() if figure._suptitle is None else figure._suptitle.get_text()  # type: ignore[attr-defined]
     assert title == f"Themisto · split test · n = 120 examples per task · build {BUILD}"
     panels = [ax for ax in figure.axes if ax.get_visible()]
     titles = [ax.get_title() for ax in panels]
@@ -321,7 +322,7 @@ def test_plot_leads_with_paired_bits_per_byte_marked_with_p(tmp_path: Path) -> N
         for family in ("themisto_next_cell", "themisto_output")
         for arm in ("plain", "placebo")
     ]
-    assert list(markers["org/helped"].get_ydata()) == pytest.approx(expected) and max(expected) < 0
+    assert list(np.asarray(markers["org/helped"].get_ydata())) == pytest.approx(expected) and max(expected) < 0
     # Every bar of the paired panel carries its trajectory p; significant ones a star.
     marks = [text.get_text() for text in lead.texts]
     assert len(marks) == 8
@@ -340,7 +341,7 @@ def test_plot_leads_with_paired_bits_per_byte_marked_with_p(tmp_path: Path) -> N
         for s in report.summaries
         if s.model == "themisto-majority" and s.metric == "exact_match"
     }
-    drawn = sorted(float(segment[0][1]) for collection in floors for segment in collection.get_segments())
+    drawn = sorted(float(segment[0][1]) for collection in floors for segment in collection.get_segments())  # type: ignore[attr-defined]
     assert drawn == pytest.approx(sorted(majority.values()))
 
 
@@ -434,11 +435,11 @@ def test_without_trajectory_ids_the_lead_falls_back_to_examples(tmp_path: Path) 
         for row in rows:
             row["doc"].pop("trajectory_id", None)
     write_run(tmp_path, "hf", "pretrained=org/m", samples)
-    rows = _lead(_report(tmp_path))
+    lead = _lead(_report(tmp_path))
     plain = samples["themisto_output_bpb"]
     a = _bpb(plain)
     b = _bpb(samples["themisto_output_runtime_bpb"], [s["doc"]["example_id"] for s in plain])
-    row = rows[("org/m", "themisto_output_bpb", "runtime − plain")]
+    row = lead[("org/m", "themisto_output_bpb", "runtime − plain")]
     assert (row["trajectories"], row["Δ [95% CI], trajectories"], row["deff"]) == ("–", "–", "–")
     assert row["p"] == _p_text(sign_flip_p_value(b - a, resamples=RESAMPLES))
     assert row["MDE"] == f"{minimum_detectable_effect(b - a):.3f}"

@@ -93,7 +93,7 @@ def test_every_declared_field_is_validated_by_its_declaration(field: SchemaField
         parsed = step_from_dict(missing)
         holder = parsed.runtime[0] if nested else parsed
         declared = {f.name: f for f in dataclasses.fields(holder)}[field.name]
-        default = declared.default if declared.default is not dataclasses.MISSING else declared.default_factory()
+        default = declared.default if declared.default is not dataclasses.MISSING else declared.default_factory()  # type: ignore[operator]
         assert getattr(holder, field.name) == default
 
 
@@ -107,12 +107,13 @@ def test_the_required_fields_are_the_designs() -> None:
 
 def test_list_items_and_object_keys_are_checked_as_declared() -> None:
     record = full_record()
-    for bad, message in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"instability": ["time", 3]}, "'instability' item has type int"),
         ({"error": {"ename": "E"}}, "'error' lacks field\\(s\\) evalue"),
         ({"error": {"ename": "E", "evalue": 1}}, "'error' field 'evalue' has type int"),
         ({"runtime": [{"name": "x"}]}, "runtime\\[0\\] lacks field\\(s\\) type, size_bytes, repr"),
-    ]:
+    ]
+    for bad, message in cases:
         with pytest.raises(TrajectoryError, match=message):
             step_from_dict({**record, **bad})
     record["runtime"][0]["shape"] = [1, "2"]

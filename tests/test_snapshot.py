@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,7 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from themisto.kernelside import snapshot
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
+
+KERNEL_OPTIONS = RecordOptions(timeout=20)  # the shared `kernel` fixture's (tests/conftest.py)
 
 
 class CountingRepr:
@@ -39,7 +41,7 @@ _scalars = (
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False)
-    | st.text(alphabet=st.characters(blacklist_characters="'\"", blacklist_categories=("Cs",)), max_size=30)
+    | st.text(alphabet=st.characters(blacklist_characters="'\"", blacklist_categories=["Cs"]), max_size=30)
 )
 _nested = st.recursive(
     _scalars,
@@ -148,13 +150,6 @@ def test_user_variables_excludes_private_hidden_and_modules() -> None:
 
 def test_strings_are_cleaned_of_surrogates() -> None:
     assert snapshot.clean_text("a\udcffb").encode("utf-8") == b"a?b"
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Recorder:
-    workdir: Path = tmp_path_factory.mktemp("snapshot")
-    with Recorder(trajectory_id="snap", workdir=workdir, options=RecordOptions(timeout=20)) as recorder:
-        yield recorder
 
 
 def test_snapshot_in_a_kernel_shows_only_user_variables(kernel: Recorder) -> None:

@@ -10,7 +10,6 @@ import gc
 import json
 import sys
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,7 +17,10 @@ import pytest
 
 from themisto.kernelside import snapshot
 from themisto.recording import inject
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
+
+KERNEL_OPTIONS = RecordOptions(timeout=30, repr_timeout=5)  # the shared `kernel` fixture's (tests/conftest.py)
 
 
 class Probe:
@@ -145,14 +147,6 @@ def test_small_containers_count_every_item() -> None:
     size, method = snapshot.estimate_size(mapping)
     assert method == "getsizeof+items"
     assert size == sys.getsizeof(mapping) + sys.getsizeof("a") + sys.getsizeof("x" * 100)
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Recorder:
-    workdir: Path = tmp_path_factory.mktemp("cache")
-    options = RecordOptions(timeout=30, repr_timeout=5)
-    with Recorder(trajectory_id="cache", workdir=workdir, options=options) as recorder:
-        yield recorder
 
 
 def test_a_kernel_describes_only_what_changed(kernel: Recorder) -> None:

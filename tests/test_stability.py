@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from themisto.cli import main
-from themisto.recording.kernel import Recorder, RecordOptions
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
 from themisto.recording.stability import excerpts, instability_causes
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory
 
@@ -87,10 +88,12 @@ def annotated_steps(run: StabilityRun, name: str = "session.jsonl") -> dict[str,
 # --- determinism -----------------------------------------------------------------------------
 
 
+@pytest.mark.kernel
 def test_the_command_succeeds(stability_run: StabilityRun) -> None:
     assert stability_run.exit_code == 0
 
 
+@pytest.mark.kernel
 def test_seeded_random_is_stable_and_unseeded_is_not(stability_run: StabilityRun) -> None:
     steps = annotated_steps(stability_run)
     assert (steps["unseeded"].stable, steps["unseeded"].stable_norm) == (False, False)
@@ -99,28 +102,33 @@ def test_seeded_random_is_stable_and_unseeded_is_not(stability_run: StabilityRun
         assert (steps[cell].stable, steps[cell].stable_norm, steps[cell].instability) == (True, True, [])
 
 
+@pytest.mark.kernel
 def test_object_repr_differs_only_by_memory_address(stability_run: StabilityRun) -> None:
     step = annotated_steps(stability_run)["address"]
     assert (step.stable, step.stable_norm) == (False, True)
     assert step.instability == ["memory_address"]
 
 
+@pytest.mark.kernel
 def test_clock_reading_is_named_time(stability_run: StabilityRun) -> None:
     step = annotated_steps(stability_run)["clock"]
     assert (step.stable, step.stable_norm, step.instability) == (False, False, ["time"])
 
 
+@pytest.mark.kernel
 def test_printed_set_of_strings_follows_hash_order(stability_run: StabilityRun) -> None:
     step = annotated_steps(stability_run)["set_order"]
     assert (step.stable, step.instability) == (False, ["hash_order"])
 
 
+@pytest.mark.kernel
 def test_restarts_are_replayed(stability_run: StabilityRun) -> None:
     step = annotated_steps(stability_run)["after_restart"]
     assert step.restarted and step.output == "False"
     assert step.stable is True
 
 
+@pytest.mark.kernel
 def test_annotated_copies_change_only_the_stability_fields(stability_run: StabilityRun) -> None:
     for name in ("session.jsonl", "log.jsonl"):
         original = read_trajectory(stability_run.inputs / name)
@@ -132,6 +140,7 @@ def test_annotated_copies_change_only_the_stability_fields(stability_run: Stabil
             assert changed <= {"stable", "stable_norm", "instability"}
 
 
+@pytest.mark.kernel
 def test_summary_gives_shares_causes_and_the_ceiling(stability_run: StabilityRun) -> None:
     summary = stability_run.summary
     assert summary["runs"] == 2
@@ -152,6 +161,7 @@ def test_summary_gives_shares_causes_and_the_ceiling(stability_run: StabilityRun
 # --- fidelity --------------------------------------------------------------------------------
 
 
+@pytest.mark.kernel
 def test_fidelity_compares_the_replay_with_the_original_log(stability_run: StabilityRun) -> None:
     trajectories = {t["file"]: t for t in stability_run.summary["trajectories"]}
     assert trajectories["session.jsonl"]["fidelity"] is None  # no original outputs to compare
@@ -220,6 +230,7 @@ def test_instability_causes(outputs: list[str], code: str, since_restart: str, c
 # --- writing in place and bad input ------------------------------------------------------------
 
 
+@pytest.mark.kernel
 def test_output_folder_may_be_the_input_folder(tmp_path: Path) -> None:
     path = tmp_path / "one.jsonl"
     record(path, [("c", "print(6 * 7)", "42")])

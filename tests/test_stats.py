@@ -80,6 +80,7 @@ def test_exact_sign_flip_counts_ties_of_binary_differences() -> None:
     assert sign_flip_p_value(differences) == pytest.approx(12 / 32)
 
 
+@pytest.mark.slow
 def test_monte_carlo_sign_flip_approximates_the_exact_p_value() -> None:
     n = EXACT_SIGN_FLIP_MAX_N + 2  # Monte Carlo here, still cheap to enumerate in scipy
     rng = np.random.default_rng(7)

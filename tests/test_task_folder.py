@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dataset_fixture import task_rows, write_dataset
+from dataset_fixture import task_rows
 
 from themisto.cli import main as themisto_main
 from themisto.evaluation.data import tasks_path
@@ -28,11 +28,6 @@ from themisto.vocabulary import BPB_TASKS, DATA_ENV, HUB_DATASET_ID, LM_EVAL_GRO
 
 TESTS = Path(__file__).resolve().parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
 
 
 def run_checks(folder: Path, env: dict[str, str], *flags: str) -> dict[str, Any]:
@@ -67,6 +62,7 @@ def both_runs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
     return package, upstream
 
 
+@pytest.mark.slow
 def test_every_task_passes_lm_evals_new_task_checks_with_and_without_the_package(
     both_runs: tuple[dict[str, Any], dict[str, Any]], data_dir: Path
 ) -> None:
@@ -86,6 +82,7 @@ def test_every_task_passes_lm_evals_new_task_checks_with_and_without_the_package
     assert {task["dataset_path"] for task in upstream["tasks"].values()} == {str(data_dir)}
 
 
+@pytest.mark.slow
 def test_the_fallback_metrics_give_the_package_values_sample_by_sample(
     both_runs: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:

@@ -5,14 +5,15 @@ CLI turns it into one line on stderr and exit code 2 instead of a traceback.
 
 Library errors speak the library's language: an option is named by its keyword
 (``runs``, ``resume=True``), never by a command-line flag the caller may never
-have typed. :class:`OptionError` carries the option names apart from the text,
-so the CLI can spell them as its flags (``--runs``, ``--resume``) instead.
+have typed. A :class:`CallerSpelledError` (such as :class:`OptionError`)
+carries the option names apart from the text, so the CLI can spell them as
+its flags (``--runs``, ``--resume``) instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 # How an option is spelled in a message: (keyword name, value or None) -> text.
 Spelling = Callable[[str, str | None], str]
@@ -47,8 +48,8 @@ def keyword_spelling(name: str, value: str | None) -> str:
     return name if value is None else f"{name}={value}"
 
 
-class OptionError(InputError):
-    """An option out of range or in conflict, named so that each caller reads its own spelling.
+class CallerSpelledError(ThemistoError):
+    """An error whose message names options, each spelled the way its caller sets them.
 
     ``template`` is a :meth:`str.format` string whose fields are either keys of
     ``values`` (the facts: paths, numbers) or option keyword names: ``{runs}``
@@ -67,13 +68,17 @@ class OptionError(InputError):
         """The message with every option spelled by ``spelling``."""
         return self.template.format_map(_Fields(self.values, spelling))
 
-    def prefixed(self, text: str) -> OptionError:
-        """The same error with ``text`` (literal, braces and all) in front of its message."""
-        return OptionError(text.replace("{", "{{").replace("}", "}}") + self.template, **self.values)
+    def prefixed(self, text: str) -> Self:
+        """The same error (of the same class) with ``text`` (literal, braces and all) in front of its message."""
+        return type(self)(text.replace("{", "{{").replace("}", "}}") + self.template, **self.values)
 
 
-class ReplayDivergedError(OptionError):
-    """Replaying a trajectory's recorded steps did not reproduce them, so its state cannot be rebuilt."""
+class OptionError(CallerSpelledError, InputError):
+    """An option out of range or in conflict (its message names the options in the caller's spelling)."""
+
+
+class ReplayDivergedError(CallerSpelledError):
+    """A resume replayed a trajectory's recorded steps and they did not reproduce, so its state cannot be rebuilt."""
 
 
 class _Fields(dict[str, Any]):

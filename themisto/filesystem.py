@@ -1,4 +1,4 @@
-"""Writing files safely: output folders checked before work starts, one writer per file, atomic swaps.
+"""Writing files safely: output folders checked before work starts, one writer per file, atomic writes and swaps.
 
 Shared by the stages that write (trajectories, dataset builds). Every failure
 is an :class:`~themisto.exceptions.OutputError` with a one-line message.
@@ -6,6 +6,7 @@ is an :class:`~themisto.exceptions.OutputError` with a one-line message.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -120,6 +121,34 @@ class ExclusiveLock:
                 pass
         os.close(self._fd)
         self._fd = -1
+
+
+def partial_path(path: Path) -> Path:
+    """The temporary file :func:`write_atomically` writes before it replaces ``path``: ``.<name>.partial``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.partial")
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Replace ``path`` with ``data`` (text as UTF-8) in one step, so a reader never sees half of it.
+
+    The data goes to :func:`partial_path` first, is synced, and then renamed
+    over ``path``; a write that fails leaves ``path`` as it was and removes
+    the partial file. Raises :class:`OutputError` in one line.
+    """
+    path = Path(path)
+    partial = partial_path(path)
+    encoded = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        with partial.open("wb") as handle:
+            handle.write(encoded)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # the error that matters is the write's
+            partial.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def lock_path(path: Path) -> Path:

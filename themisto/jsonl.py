@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from themisto.exceptions import InputError
 
 
 def iter_json_objects(
     path: Path, error: type[InputError] = InputError, what: str = "JSON Lines file"
-) -> Iterator[tuple[int, dict]]:
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every non-blank line; any defect raises ``error`` in one line."""
     try:
         with path.open(encoding="utf-8") as lines:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from themisto.exceptions import OutputError, TrajectoryError
-from themisto.filesystem import ExclusiveLock, lock_path
+from themisto.filesystem import ExclusiveLock, lock_path, write_atomically
 from themisto.jsonl import iter_json_objects
 
 SCHEMA_VERSION = 1
@@ -381,12 +381,7 @@ def write_trajectory(path: Path, steps: Iterable[Step]) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     with ExclusiveLock(lock_path(path), f"trajectory {path}"):
-        partial = path.with_name(f".{path.name}.partial")
-        partial.unlink(missing_ok=True)  # a leftover of an interrupted run; the writer would append to it
-        with TrajectoryWriter(partial) as writer:
-            for step in steps:
-                writer.write(step)
-        os.replace(partial, path)
+        write_atomically(path, "".join(step.to_json() + "\n" for step in steps))
 
 
 def repair_tail(path: Path) -> None:

@@ -26,6 +26,7 @@ DEFAULT_CONFIG = OUTPUT_PREDICTION
 
 # ``test``: the paper's 200-example stratified sample; ``full``: every eligible example.
 SPLITS = ("test", "full")
+DEFAULT_SPLIT = "test"
 TRAJECTORY_SPLIT = "full"
 
 # lm-evaluation-harness: the group and its four tasks, each reading one dataset config.
@@ -43,6 +44,13 @@ BPB_TASKS = {name + arm + BPB_SUFFIX: task + arm for name, task in _TASK_OF_LM_E
 # Every lm-eval task of the folder and the dataset config it reads.
 LM_EVAL_TASKS = {**GROUP_TASKS, **PLACEBO_TASKS, **BPB_TASKS}
 LM_EVAL_GROUPS = (LM_EVAL_GROUP, BPB_GROUP)
+# Task metadata keys: a task YAML names its dataset config under CONFIG_KEY; ``themisto eval`` and
+# ``evaluate()`` add the data location and split. lm-eval passes a task's metadata to its
+# ``custom_dataset`` loader as keywords (and writes it to the results file, where the report reads
+# the split), so these are the parameter names of ``evaluation.data.load_task_dataset``.
+CONFIG_KEY = "themisto_config"
+DATA_KEY = "themisto_data"
+SPLIT_KEY = "themisto_split"
 # The filter every task applies to a response (unwrap a fenced answer); results are keyed "<metric>,answer".
 ANSWER_FILTER = "answer"
 # The pairs of tasks that differ only by the runtime block: (without, with).

@@ -40,7 +40,9 @@ def find_pair(folder: str | Path, config: str, example_id: str) -> ExamplePair:
 
 def list_examples(folder: str | Path, config: str, split: str) -> list[dict[str, Any]]:
     """``example_id``, ``step_kind`` and ``output_kind`` of every example of a task's ``split``, in row order."""
-    return _read(folder, _task(folder, config), split, columns=["example_id", *CATEGORY_COLUMNS]).to_pylist()
+    table = _read(folder, _task(folder, config), split, columns=["example_id", *CATEGORY_COLUMNS])
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
 
 
 def _task(folder: str | Path, config: str) -> str:

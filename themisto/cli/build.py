@@ -12,7 +12,7 @@ _SELECTION = SelectionOptions()
 _RENDER = RenderOptions()
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "build",
         help="build the benchmark dataset from trajectories",
@@ -124,8 +124,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="leave the variables' structured descriptions (columns and dtypes, index, ranges) out of the runtime "
         "block, so it shows type, size, shape/len and repr alone: the block before issue 20, for ablations",
     )
-    # the flag's name before record's repr cap and the prompt's got names of their own; kept for old scripts
-    parser.add_argument("--max-repr-chars", type=int, dest="prompt_repr_chars", help=argparse.SUPPRESS)
     parser.add_argument("--license", default="apache-2.0", help="license id written to the card (default: %(default)s)")
     add_quiet_argument(parser)
     parser.set_defaults(func=run)

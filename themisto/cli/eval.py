@@ -23,12 +23,12 @@ from typing import Any
 
 from themisto.cli.options import add_data_argument
 from themisto.exceptions import InputError
-from themisto.vocabulary import BASELINES, BPB_GROUP, COMPRESSION_BASELINE, LM_EVAL_GROUP, SPLITS
+from themisto.vocabulary import BASELINES, BPB_GROUP, COMPRESSION_BASELINE, DEFAULT_SPLIT, LM_EVAL_GROUP, SPLITS
 
 DEFAULT_RUN_DIR = "runs"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``eval`` subcommand."""
     parser = subparsers.add_parser(
         "eval",
@@ -59,7 +59,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     add_data_argument(parser, "built dataset folder or Hub id, e.g. ORG/themisto")
     parser.add_argument(
-        "--split", default="test", choices=SPLITS, help="test: the paper-style sample; full: every eligible example"
+        "--split",
+        default=DEFAULT_SPLIT,
+        choices=SPLITS,
+        help="test: the paper-style sample; full: every eligible example",
     )
     parser.add_argument(
         "--apply-chat-template",
@@ -114,7 +117,8 @@ def _gen_kwargs(text: str | None) -> dict[str, Any] | None:
     pairs = [pair for pair in text.split(",") if pair.strip()]
     if not pairs or not all("=" in pair and pair.split("=", 1)[0].strip() for pair in pairs):
         raise InputError(f"--gen-kwargs {text!r} is not KEY=VALUE[,KEY=VALUE...], e.g. max_gen_toks=64")
-    return simple_parse_args_string(text)
+    parsed: dict[str, Any] = simple_parse_args_string(text)
+    return parsed
 
 
 @contextmanager

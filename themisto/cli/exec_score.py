@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from themisto.evaluation.execution import ExecReport, TrajectoryScores
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``exec-score`` subcommand."""
     parser = subparsers.add_parser(
         "exec-score",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "import-zenodo",
         help="convert the published Themisto record (Zenodo 14861889) to trajectory JSONL",

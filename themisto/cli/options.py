@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themisto.exceptions import InputError, OptionError, one_line
+from themisto.exceptions import CallerSpelledError, InputError, one_line
 from themisto.recording.options import RecordOptions
 from themisto.vocabulary import DATA_ENV
 
@@ -126,8 +126,8 @@ def option_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def error_line(exc: BaseException, flags: Mapping[str, str]) -> str:
-    """An error as one line; the options an :class:`OptionError` names are spelled as these flags."""
-    if not isinstance(exc, OptionError):
+    """An error as one line; the options a :class:`CallerSpelledError` names are spelled as these flags."""
+    if not isinstance(exc, CallerSpelledError):
         return one_line(exc)
 
     def spell(name: str, value: str | None) -> str:

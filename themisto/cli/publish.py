@@ -14,7 +14,7 @@ import sys
 from themisto.cli.options import add_data_argument
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``publish`` subcommand."""
     parser = subparsers.add_parser(
         "publish",

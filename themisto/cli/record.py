@@ -19,7 +19,7 @@ from themisto.recording.options import RECORDED, RESUME_DIVERGED, RecordOptions
 _DEFAULTS = RecordOptions()
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``record`` subcommand."""
     parser = subparsers.add_parser(
         "record",

@@ -8,7 +8,7 @@ from pathlib import Path
 from themisto.exceptions import InputError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``report`` subcommand."""
     parser = subparsers.add_parser(
         "report",

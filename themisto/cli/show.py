@@ -9,7 +9,7 @@ from themisto.cli.options import add_data_argument
 from themisto.vocabulary import SPLITS
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "show",
         help="print both prompts (with and without runtime) and the target of an example",

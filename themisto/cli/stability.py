@@ -13,7 +13,7 @@ from themisto.vocabulary import INSTABILITY_CAUSES
 _DEFAULTS = RecordOptions()
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``stability`` subcommand."""
     parser = subparsers.add_parser(
         "stability",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``tasks-path`` subcommand."""
     parser = subparsers.add_parser(
         "tasks-path",

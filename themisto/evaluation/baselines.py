@@ -102,7 +102,7 @@ def displayed_name(code: str) -> str | None:
     return None
 
 
-class _Baseline(LM):
+class _Baseline(LM):  # type: ignore[misc]  # lm-eval is untyped: LM is Any to mypy
     """A generate-only lm-eval model answering requests from their dataset rows."""
 
     name = ""

@@ -56,7 +56,7 @@ def conditional_bits(context: str, continuation: str) -> int:
 
 
 @register_model(COMPRESSION_BASELINE)
-class CompressionModel(LM):
+class CompressionModel(LM):  # type: ignore[misc]  # lm-eval is untyped: LM is Any to mypy
     """Log-likelihood = minus the compressor's conditional code length of the continuation, in nats."""
 
     name = COMPRESSION_BASELINE

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themisto.exceptions import InputError, OptionError, short_message
-from themisto.vocabulary import DATA_ENV, SPLITS
+from themisto.vocabulary import DATA_ENV, DEFAULT_SPLIT, SPLITS
 
 if TYPE_CHECKING:
     import datasets
@@ -121,7 +121,7 @@ def check_split(split: str) -> None:
 def load_task_dataset(
     themisto_config: str,
     themisto_data: str | None = None,
-    themisto_split: str = "test",
+    themisto_split: str = DEFAULT_SPLIT,
     **_metadata: Any,
 ) -> dict[str, datasets.Dataset]:
     """The ``custom_dataset`` loader of the task YAMLs: one config, exposed as lm-eval's ``test`` split.

@@ -83,7 +83,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import tempfile
 import threading
 import time
@@ -96,6 +95,7 @@ from typing import Any
 from themisto.exceptions import InputError, KernelError, OptionError, ThemistoError, short_message
 from themisto.jsonl import iter_json_objects
 from themisto.kernelside import fork
+from themisto.lm_eval_files import find_sample_log_files, newest_sample_logs
 from themisto.progress import Progress
 from themisto.recording import inject
 from themisto.recording.kernel import DEAD_KERNEL_ERROR, KERNEL_START_TIMEOUT, Execution, Recorder, check_options
@@ -116,9 +116,6 @@ from themisto.vocabulary import (
 log = logging.getLogger(__name__)
 
 NEXT_CELL_TASKS = (NEXT_CELL_TASK, NEXT_CELL_TASK + RUNTIME_SUFFIX)
-_SAMPLE_FILE = re.compile(
-    rf"^samples_(?P<task>{'|'.join(map(re.escape, NEXT_CELL_TASKS))})(?:_(?P<stamp>\d{{4}}-\d{{2}}-\d{{2}}T[\d.\-]+))?$"
-)
 
 
 # --- inputs: sample logs and trajectories ---------------------------------------------------
@@ -179,18 +176,8 @@ def find_sample_logs(run_dirs: Sequence[Path], output: Path | None = None) -> li
     earlier exec-score wrote for the developer's cells, not a model's
     predictions: its logs are skipped (each run writes the reference anew).
     """
-    newest: dict[tuple[Path, str], tuple[str, Path, Path]] = {}
-    for run_dir in run_dirs:
-        if not run_dir.is_dir():
-            raise InputError(f"run folder not found: {run_dir}")
-        for path in sorted(run_dir.rglob("samples_*.jsonl")):
-            match = _SAMPLE_FILE.match(path.stem)
-            if match is None or path.parent.name == REFERENCE_MODEL:
-                continue
-            key = (path.parent.resolve(), match["task"])
-            candidate = (match["stamp"] or "", path, run_dir)
-            if key not in newest or candidate[0] > newest[key][0]:
-                newest[key] = candidate
+    newest, _ = newest_sample_logs(find_sample_log_files(run_dirs))
+    newest = [log for log in newest if log.task in NEXT_CELL_TASKS and log.path.parent.name != REFERENCE_MODEL]
     if not newest:
         listed = ", ".join(str(d) for d in run_dirs)
         raise InputError(
@@ -199,13 +186,14 @@ def find_sample_logs(run_dirs: Sequence[Path], output: Path | None = None) -> li
         )
     logs = []
     targets: dict[Path, Path] = {}
-    for (_, task), (stamp, path, run_dir) in sorted(newest.items(), key=lambda item: str(item[1][1])):
-        out_dir = path.parent if output is None else output / path.parent.relative_to(run_dir)
-        target = (out_dir / exec_samples_name(task)).resolve()
+    for found in newest:
+        path = found.path
+        out_dir = path.parent if output is None else output / path.parent.relative_to(found.run_dir)
+        target = (out_dir / exec_samples_name(found.task)).resolve()
         if target in targets:
             raise InputError(f"{path} and {targets[target]} would both write {target}; score them separately")
         targets[target] = path
-        logs.append(SampleLog(task, path, out_dir, read_predictions(path), stamp))
+        logs.append(SampleLog(found.task, path, out_dir, read_predictions(path), found.stamp))
     return logs
 
 

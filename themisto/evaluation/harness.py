@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from themisto.evaluation.data import check_split, data_location, tasks_path
 from themisto.exceptions import InputError, short_message
@@ -28,9 +28,12 @@ from themisto.vocabulary import (
     BASELINES,
     BPB_SUFFIX,
     BPB_TASKS,
+    DATA_KEY,
+    DEFAULT_SPLIT,
     LM_EVAL_GROUP,
     LM_EVAL_TASKS,
     PLACEBO_SUFFIX,
+    SPLIT_KEY,
     TASK_PAIRS,
 )
 
@@ -47,14 +50,7 @@ class TrainableModel(Protocol):
     def train(self, mode: bool = True) -> Any: ...
 
 
-# TaskManager metadata keys: lm-eval passes a task's metadata to its
-# ``custom_dataset`` loader as keywords, which is how the data choice reaches
-# utils.py; they are the parameter names of load_task_dataset.
-DATA_KEY = "themisto_data"
-SPLIT_KEY = "themisto_split"
-
-
-def task_manager(data: str | None = None, split: str = "test") -> TaskManager:
+def task_manager(data: str | None = None, split: str = DEFAULT_SPLIT) -> TaskManager:
     """An lm-eval TaskManager holding only the Themisto group and tasks.
 
     The 14,000 built-in tasks are not indexed (``include_defaults=False``), so
@@ -76,7 +72,7 @@ def evaluate(
     output_path: str | os.PathLike[str] | None = None,
     *,
     data: str | None = None,
-    split: str = "test",
+    split: str = DEFAULT_SPLIT,
     tokenizer: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any] | None:
@@ -146,7 +142,7 @@ def evaluate(
         if results is not None and tracker is not None:
             _name_run(tracker, model, model_args)
             _save(tracker, results)
-    return results
+    return cast("dict[str, Any] | None", results)  # lm-eval is untyped
 
 
 # What lm-eval calls the results of a task without filters (the likelihood tasks).
@@ -200,7 +196,7 @@ def model_class(name: str) -> type:
     import themisto.evaluation.baselines  # noqa: F401  registers the baseline models by name
 
     try:
-        return get_model(name)
+        return cast(type, get_model(name))
     except ImportError as exc:  # registered, but its module needs a package this installation lacks
         extra = "themisto[vllm]" if exc.name == "vllm" else "the package lm-eval names for this model"
         raise InputError(
@@ -283,7 +279,7 @@ def _git_commit_hash() -> str | None:
     try:
         done = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, check=True)
     except (subprocess.CalledProcessError, OSError):
-        return get_commit_from_path(os.getcwd())
+        return cast("str | None", get_commit_from_path(os.getcwd()))
     return done.stdout.strip()
 
 

@@ -35,7 +35,7 @@ import operator
 import re
 import tokenize
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from themisto.trajectory import Variable
 
@@ -147,7 +147,7 @@ def _display(value: Any) -> str:
     value = _plain(value)
     if value is None:
         return ""
-    return pretty(value, max_width=79, max_seq_length=1000)
+    return cast(str, pretty(value, max_width=79, max_seq_length=1000))  # type: ignore[no-untyped-call]
 
 
 def _print(call: ast.Call, scope: dict[str, Facts]) -> str:
@@ -156,7 +156,7 @@ def _print(call: ast.Call, scope: dict[str, Facts]) -> str:
     if set(options) - {"sep", "end"} or not all(isinstance(value, str) for value in options.values()):
         raise Unresolved("print to a file or with unknown options")
     words = [str(_plain(_evaluate(argument, scope))) for argument in call.args]
-    return (options.get("sep", " ").join(words) + options.get("end", "\n")).rstrip("\n")
+    return cast(str, options.get("sep", " ").join(words) + options.get("end", "\n")).rstrip("\n")
 
 
 def _plain(value: Any) -> Any:

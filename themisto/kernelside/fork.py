@@ -495,7 +495,7 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) ->
             "evalue": f"the cell ended its process ({_exit_description(status)})",
         }
     try:
-        outcome = json.loads(frames[0])
+        outcome: dict[str, Any] = json.loads(frames[0])
     except ValueError:
         return {"status": "fault", "ename": "ValueError", "evalue": "malformed result from the child"}
     if len(frames) > 1:

@@ -171,7 +171,7 @@ def supervised_kernel_manager(kernel_name: str, max_memory: int | None, max_cpu_
     The launcher (:mod:`themisto.recording.launcher`) applies the limits and
     kills every process the kernel started when the kernel is shut down.
     """
-    from jupyter_client import KernelManager
+    from jupyter_client.manager import KernelManager
 
     from themisto.recording.launcher import launcher_command
 

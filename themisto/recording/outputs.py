@@ -143,7 +143,7 @@ class OutputCollector:
         if self._clear_pending:
             self.outputs.clear()
             self._clear_pending = False
-        output = scrub(dict(nbformat.v4.output_from_msg(msg)))
+        output = scrub(dict(nbformat.v4.output_from_msg(msg)))  # type: ignore[no-untyped-call]
         if kind == "stream":
             self._add_stream(output)
         else:

@@ -34,6 +34,7 @@ from typing import Any
 
 from themisto import __version__
 from themisto.exceptions import InputError
+from themisto.filesystem import write_atomically
 from themisto.recording.options import RECORDED, RecordOptions
 from themisto.trajectory import SCHEMA_VERSION
 
@@ -118,9 +119,7 @@ def write_provenance(trajectory: Path, provenance: Provenance) -> Path:
             "path": None if provenance.workdir is None else _relative(provenance.workdir, folder),
         }
     folder.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    write_atomically(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return path
 
 

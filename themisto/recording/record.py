@@ -10,10 +10,10 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from themisto.exceptions import OptionError, ReplayDivergedError, SourceError, ThemistoError
-from themisto.filesystem import ExclusiveLock, lock_path, prepare_output_folder
+from themisto.exceptions import CallerSpelledError, OptionError, ReplayDivergedError, SourceError, ThemistoError
+from themisto.filesystem import ExclusiveLock, lock_path, partial_path, prepare_output_folder
 from themisto.kernelside import snapshot
-from themisto.progress import Progress
+from themisto.progress import Progress, ProgressCounter
 from themisto.recording.kernel import Recorder, Stopped, check_options
 from themisto.recording.options import RecordOptions, chosen_options, with_recorded
 from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
@@ -32,40 +32,12 @@ from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajector
 log = logging.getLogger(__name__)
 
 
-class StepCounter:
-    """Steps recorded across a corpus, reported to a progress hook as ``("record", done, total)``.
-
-    Shared by the worker threads. Steps a resumed file already holds leave the total, so the
-    rate and the time left count only the work still to do.
-    """
-
-    def __init__(self, total: int, progress: Progress) -> None:
-        self.total = total
-        self.done = 0
-        self._progress = progress
-        self._lock = threading.Lock()
-
-    def skip(self, steps: int) -> None:
-        """``steps`` need no recording (already in a resumed file)."""
-        self._advance(0, steps)
-
-    def add(self) -> None:
-        """One more step recorded."""
-        self._advance(1, 0)
-
-    def _advance(self, done: int, skipped: int) -> None:
-        with self._lock:
-            self.done += done
-            self.total -= skipped
-            self._progress("record", self.done, self.total)
-
-
 def record_trajectory(
     source: SourceTrajectory,
     out_dir: Path,
     options: RecordOptions,
     chosen: Collection[str] | None = None,
-    counter: StepCounter | None = None,
+    counter: ProgressCounter | None = None,
     stop: threading.Event | None = None,
 ) -> tuple[Path, int]:
     """Record one source trajectory to ``out_dir/<trajectory_id>.jsonl``; returns the path and new step count.
@@ -105,7 +77,7 @@ def _record_locked(
     path: Path,
     options: RecordOptions,
     chosen: Collection[str] | None,
-    counter: StepCounter | None,
+    counter: ProgressCounter | None,
     lock: ExclusiveLock,
     stop: threading.Event | None,
 ) -> tuple[Path, int]:
@@ -340,7 +312,7 @@ def record_source(
     trajectory, ``failed(trajectory_id, error)`` after each that failed; a
     failure does not stop the others, and is raised once all have finished
     (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`. ``steps``
-    follows the steps recorded across the whole corpus (see :class:`StepCounter`).
+    follows the steps recorded across the whole corpus (see :class:`~themisto.progress.ProgressCounter`).
     (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`.
 
     The output folder is checked before any kernel starts (it can be created
@@ -364,7 +336,7 @@ def record_source(
         sources = select_shard(sources, *shard)
     for source in sources:
         kernel_workdir(source, options)  # a remote source without --workdir fails before any kernel starts
-    counter = None if steps is None else StepCounter(sum(len(s.executions) for s in sources), steps)
+    counter = None if steps is None else ProgressCounter("record", sum(len(s.executions) for s in sources), steps)
     out = Path(out_dir)
     prepare_output_folder(out, [name for source in sources for name in _file_names(out, source.trajectory_id)])
     written: dict[str, Path] = {}
@@ -400,7 +372,7 @@ def _file_names(out: Path, trajectory_id: str) -> list[str]:
     """The names of the files a recording of ``trajectory_id`` writes in ``out``, temporary ones included."""
     trajectory = out / f"{trajectory_id}.jsonl"
     provenance = sidecar(trajectory)
-    return [trajectory.name, lock_path(trajectory).name, provenance.name, f".{provenance.name}.partial"]
+    return [trajectory.name, lock_path(trajectory).name, provenance.name, partial_path(provenance).name]
 
 
 def raise_failures(errors: list[Exception], total: int) -> None:
@@ -412,4 +384,4 @@ def raise_failures(errors: list[Exception], total: int) -> None:
         raise (unexpected or errors)[0]
     summary = f"{len(errors)} of {total} trajectories failed; the first: "
     first = errors[0]
-    raise first.prefixed(summary) if isinstance(first, OptionError) else ThemistoError(f"{summary}{first}")
+    raise first.prefixed(summary) if isinstance(first, CallerSpelledError) else ThemistoError(f"{summary}{first}")

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError, OptionError
-from themisto.progress import Progress
+from themisto.filesystem import write_atomically
+from themisto.progress import Progress, ProgressCounter
 from themisto.recording.kernel import DEAD_KERNEL_ERROR, Recorder, check_options
 from themisto.recording.options import ENVIRONMENT, RecordOptions, chosen_options, with_recorded
 from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
@@ -406,24 +407,17 @@ def check_stability(
     for replay in {(t[2].workdir, t[2].kernel_name): t[2] for t in trajectories}.values():
         check_options(replay)
     report = StabilityReport(runs=runs)
-    total = runs * sum(len(steps) for _, steps, _ in trajectories)
-    done = 0
-
-    def step_done() -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress("stability", done, total)
-
+    counter = ProgressCounter("stability", runs * sum(len(steps) for _, steps, _ in trajectories), progress)
     for path, steps, replay in trajectories:
-        reruns = [replay_outputs(steps, replay, step_done) for _ in range(runs)]
+        reruns = [replay_outputs(steps, replay, counter.add) for _ in range(runs)]
         annotated = annotate(steps, reruns)
         report.trajectories.append(summarise(path, annotated))
         if out_dir is not None:
             copy = Path(out_dir) / path.name
             write_trajectory(copy, annotated)
             copy_provenance(path, copy)
-            write_json(Path(out_dir) / SUMMARY_FILE, report.to_dict())
+            summary = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+            write_atomically(Path(out_dir) / SUMMARY_FILE, summary)
     return report
 
 
@@ -448,13 +442,6 @@ def replay_options(path: Path, given: RecordOptions, chosen: Collection[str]) ->
             folder=recorded.workdir,
         )
     return replace(options, workdir=recorded.workdir)
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON through a temporary file, so a reader never sees half of it."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(partial, path)
 
 
 # --- the table -----------------------------------------------------------------------------

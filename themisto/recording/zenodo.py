@@ -54,7 +54,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from themisto.exceptions import SourceError
 from themisto.recording.outputs import joined_text, render_outputs
@@ -118,7 +118,7 @@ def _execution_time(record: dict[str, Any]) -> float:
             continue
         number = _number(value, float)
         if number is not None:
-            return number
+            return cast(float, number)
     return 0.0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from tabulate import tabulate
 
@@ -58,7 +59,7 @@ def _table(header: list[str], rows: list[list[str]], numeric_from: int) -> list[
     """A Markdown table, columns from ``numeric_from`` on right-aligned; cells are shown as given."""
     align = ["left" if i < numeric_from else "right" for i in range(len(header))]
     text = tabulate(rows, headers=header, tablefmt="pipe", colalign=align, disable_numparse=True)
-    return text.splitlines()
+    return cast(str, text).splitlines()  # tabulate is untyped
 
 
 def _metric_rows(

@@ -36,25 +36,23 @@ from typing import Any
 
 from themisto.exceptions import InputError
 from themisto.jsonl import iter_json_objects
+from themisto.lm_eval_files import SampleLogFile, find_sample_log_files, newest_sample_logs
 from themisto.vocabulary import (
     BPB_METRIC,
     BPB_SUFFIX,
     CATEGORY_COLUMNS,
+    DATA_KEY,
+    DEFAULT_SPLIT,
     DUPLICATE_COLUMN,
     EXEC_METRICS,
     EXEC_SAMPLES_PREFIX,
     PLACEBO_SUFFIX,
     RUNTIME_ONLY_COLUMN,
     RUNTIME_SUFFIX,
+    SPLIT_KEY,
     arm_of,
 )
 
-# Where ``themisto eval`` and ``evaluate()`` put the split in a task's metadata;
-# the tasks' loader reads ``test`` when it is absent (a plain lm_eval run).
-_SPLIT_KEY = "themisto_split"
-_DEFAULT_SPLIT = "test"
-# Where they put the build evaluated (a folder or a Hub id).
-_DATA_KEY = "themisto_data"
 # The doc fields the report reads besides ``example_id``.
 TRAJECTORY_COLUMN = "trajectory_id"
 STABLE_COLUMN = "stable"
@@ -122,21 +120,16 @@ class TaskSamples:
         return self.docs[name] if name in self.present else None
 
 
-def _sample_files(run_dirs: Sequence[Path]) -> list[Path]:
+def _sample_files(run_dirs: Sequence[Path]) -> list[SampleLogFile]:
     """Every lm-eval sample log under the run folders, or an InputError."""
-    files: dict[Path, Path] = {}  # by resolved path: nested or repeated folders count once
-    for run_dir in run_dirs:
-        if not run_dir.is_dir():
-            raise InputError(f"run folder not found: {run_dir}")
-        for path in sorted(run_dir.rglob("samples_*.jsonl")):
-            files.setdefault(path.resolve(), path)
+    files = find_sample_log_files(run_dirs)
     if not files:
         listed = ", ".join(str(d) for d in run_dirs)
         raise InputError(
             f"no lm-eval sample files (samples_<task>_<timestamp>.jsonl) under {listed}; "
             "run lm-eval with --log_samples --output_path"
         )
-    return list(files.values())
+    return files
 
 
 def _read_json(path: Path) -> object:
@@ -177,8 +170,8 @@ def _split_and_build(configs: dict[str, Any], task: str) -> tuple[str | None, st
         return None, None
     metadata = config.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
-    split, build = metadata.get(_SPLIT_KEY), metadata.get(_DATA_KEY)
-    return (split if isinstance(split, str) else _DEFAULT_SPLIT), (build if isinstance(build, str) else None)
+    split, build = metadata.get(SPLIT_KEY), metadata.get(DATA_KEY)
+    return (split if isinstance(split, str) else DEFAULT_SPLIT), (build if isinstance(build, str) else None)
 
 
 def _bits_per_byte(value: object, where: str) -> float:
@@ -194,7 +187,7 @@ def _bits_per_byte(value: object, where: str) -> float:
     raise InputError(f"{where}: metric {BPB_METRIC!r} is {value!r}, not [loglikelihood, bytes]")
 
 
-def _metric_value(record: dict, name: str, where: str) -> float:
+def _metric_value(record: dict[str, Any], name: str, where: str) -> float:
     """One per-sample metric value as a float, or an InputError."""
     value = record.get(name)
     if name == BPB_METRIC:  # only the pair: a bare number could be nats or bits, per byte or in total
@@ -236,7 +229,7 @@ def _read_samples(path: Path, model: str, task: str) -> list[TaskSamples]:
     return list(by_filter.values())
 
 
-def _exec_outcome(record: dict, name: str, where: str) -> float:
+def _exec_outcome(record: dict[str, Any], name: str, where: str) -> float:
     """One exec-score outcome: 1.0 or 0.0, ``nan`` when null (the example is excluded), else an InputError."""
     if name not in record:
         raise InputError(f"{where}: no {name!r} (exec sample lines need example_id, {', '.join(EXEC_METRICS)})")
@@ -292,23 +285,11 @@ def _join_exec(path: Path, task_samples: list[TaskSamples]) -> list[str]:
     return notes
 
 
-def _newest_logs(paths: list[Path]) -> tuple[dict[tuple[Path, str], Path], list[str]]:
+def _newest_logs(logs: list[SampleLogFile]) -> tuple[dict[tuple[Path, str], Path], list[str]]:
     """Per (folder, task) the newest sample log, by lm-eval's file-name conventions; notes on older ones."""
-    from lm_eval.utils import get_file_task_name, get_latest_filename, get_sample_results_filenames
-
-    by_key: dict[tuple[Path, str], list[str]] = {}
-    for name in get_sample_results_filenames([str(path) for path in paths]):
-        path = Path(name)
-        task = get_file_task_name(path.name)
-        if task:  # not lm-eval's samples_<task>_<timestamp>.jsonl otherwise
-            by_key.setdefault((path.parent, task), []).append(name)
-    newest: dict[tuple[Path, str], Path] = {}
-    notes: list[str] = []
-    for key, names in by_key.items():
-        latest = get_latest_filename(names)
-        newest[key] = Path(latest)
-        notes.extend(f"older run ignored: {name}" for name in sorted(names) if name != latest)
-    return newest, notes
+    newest, older = newest_sample_logs(logs)
+    notes = [f"older run ignored: {log.path}" for log in older]
+    return {(log.path.parent, log.task): log.path for log in newest}, notes
 
 
 def load_samples(run_dirs: Sequence[Path]) -> tuple[list[TaskSamples], list[str]]:

@@ -38,6 +38,7 @@ import math
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import cast
 
 import numpy as np
 
@@ -235,7 +236,7 @@ def paired_differences(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     first, second = _as_vector(a), _as_vector(b)
     if first.shape != second.shape:
         raise ValueError(f"paired samples differ in length: {len(first)} vs {len(second)}")
-    return second - first
+    return cast(np.ndarray, second - first)
 
 
 def paired_bootstrap_ci(
@@ -314,7 +315,7 @@ def _binomial_two_sided(successes: int, n: int) -> float:
     for k in range(smaller):
         term = term * (n - k) // (k + 1)
         total += term
-    return min(1.0, 2.0 * (total / 2**n))
+    return cast(float, min(1.0, 2.0 * (total / 2**n)))  # int ** int is Any to mypy
 
 
 def _binary(values: ArrayLike, name: str) -> np.ndarray:
@@ -322,7 +323,7 @@ def _binary(values: ArrayLike, name: str) -> np.ndarray:
     data = _as_vector(values)
     if not np.all((data == 0.0) | (data == 1.0)):
         raise ValueError(f"{name} must hold only 0 and 1")
-    return data == 1.0
+    return cast(np.ndarray, data == 1.0)
 
 
 def mcnemar(a: ArrayLike, b: ArrayLike) -> McNemarResult:

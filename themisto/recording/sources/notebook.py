@@ -43,7 +43,7 @@ def read_notebook(path: Path, order: str = EXECUTION) -> SourceTrajectory:
         raise SourceError(f"unknown notebook order {order!r}; expected one of {', '.join(NOTEBOOK_ORDERS)}")
     try:
         with path.open(encoding="utf-8") as handle:
-            notebook = nbformat.read(handle, as_version=4)
+            notebook = nbformat.read(handle, as_version=4)  # type: ignore[no-untyped-call]
     except OSError as exc:
         raise SourceError(f"cannot read notebook {path}: {one_line(exc.strerror or exc)}") from None
     except UnicodeDecodeError:

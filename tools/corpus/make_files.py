@@ -6,7 +6,7 @@ runtime state, never through the code. Every file comes from its own
 ``numpy.random.default_rng`` seed, so a rerun writes the same bytes (with the
 same numpy, pandas and pyarrow versions).
 
-Usage: ``python data/make_files.py [--out DIR]``
+Usage: ``python -m tools.corpus.make_files [--out DIR]`` (from the repository root)
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-FILES_DIR = HERE / "files"
+from tools.corpus import FILES_DIR
 
 STORES = ["Northgate", "Riverside", "Old Town", "Harbour", "Hillcrest", "Airport"]
 CITIES = ["Lisbon", "Oslo", "Vienna", "Dublin"]
@@ -175,7 +174,7 @@ def products() -> pd.DataFrame:
         "phone": ["charger", "phone case", "power bank", "screen protector"],
         "office": ["desk lamp", "notebook", "pen set", "stapler"],
     }
-    rows = []
+    rows: list[dict[str, object]] = []
     for category, items in names.items():
         for item in items:
             rows.append(

@@ -1,6 +1,6 @@
 """What the runtime block of a build shows of the frames a target cell reads, and what the build's deviations touch.
 
-    python data/block_stats.py BUILD [--tokenizer-gguf PATH]
+    python -m tools.corpus.block_stats BUILD [--tokenizer-gguf PATH]
 
 For the ``test`` split of ``output_prediction_runtime``: how many target cells read a DataFrame (a name of
 the cell's code bound to a ``pandas.DataFrame`` in the state before it), how many of those frames show in
@@ -10,14 +10,13 @@ the block with every column and its dtype (the block's own description lists ``s
 Then what the build's options touch: examples whose history was cut, the ids both tasks' test splits share,
 and the prompts that carry the environment line. ``--compression`` adds the compression control: the bits
 LZMA2 spends on each output target after its runtime prompt minus after its plain prompt, per target byte
-(the definition of ``themisto-compression``, branch ``likelihood``): below zero where the block tells the
+(``themisto-compression``'s own code length): below zero where the block tells the
 compressor something about the target; the mean with a 95% CI resampling whole trajectories.
 """
 
 from __future__ import annotations
 
 import argparse
-import lzma
 import random
 import re
 import statistics
@@ -28,6 +27,7 @@ import pyarrow.parquet as pq
 
 from themisto.building.card import read_data_files
 from themisto.building.prompts import PROMPT_REPR_TRUNCATION_MARK, referenced_names, shown_variables
+from themisto.evaluation.compression import conditional_bits  # the likelihood control's own code length
 from themisto.trajectory import Variable
 
 _COLUMNS = re.compile(r"columns \((\d+)\): (.*)")
@@ -50,16 +50,6 @@ def frames_read(row: dict) -> list[dict]:
     """The DataFrames of the state before the step that the target cell's code names."""
     names = referenced_names(row["code"])
     return [v for v in row["runtime"] if v["name"] in names and v["type"].endswith("DataFrame") and v["shape"]]
-
-
-_LZMA = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": 1 << 20}]
-
-
-def conditional_bits(context: str, continuation: str) -> int:
-    """Bits LZMA2 (raw, preset 9 extreme, as themisto-compression) spends on ``continuation`` after ``context``."""
-    before = context.encode("utf-8")
-    size = len(lzma.compress(before + continuation.encode("utf-8"), format=lzma.FORMAT_RAW, filters=_LZMA))
-    return 8 * max(0, size - len(lzma.compress(before, format=lzma.FORMAT_RAW, filters=_LZMA)))
 
 
 def compression_delta(build: Path, resamples: int = 2000) -> tuple[float, float, float, int, int]:

@@ -1,6 +1,6 @@
 """Statistics of the bundled corpus: what the logs hold, and what a build of them offers a benchmark.
 
-From the logs (``data/logs``): sessions, tasks, families, executions,
+From the logs (``data/logs``): sessions, scenarios, families, executions,
 exceptions, restarts, and how development happens (edited and unchanged
 re-runs, fixes after errors, out-of-order runs, what follows a restart,
 interrupted cells, cells that print and return, multi-output cells).
@@ -13,7 +13,7 @@ share of examples whose target holds a token (a number of two or more
 characters, or a word of three or more) that appears nowhere in the prompt
 without runtime (history and code) but does appear in the runtime block.
 
-Usage: ``python data/corpus_stats.py [--logs DIR] [--build DIR] [--check]``;
+Usage: ``python -m tools.corpus.corpus_stats [--logs DIR] [--build DIR] [--check]``;
 ``--check`` exits 1 when a threshold of issue 11 is not met.
 """
 
@@ -30,16 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from sessions import SESSIONS  # noqa: E402
+from tools.corpus import LOGS_DIR
+from tools.corpus.sessions import SESSIONS
 
 FIX_ERRORS = ("NameError", "KeyError", "TypeError")
 TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}|\d[\d.]*\d")
 # Issue 11's thresholds: (what, minimum) for the logs, and per task of a build.
-LOG_MINIMA = {"sessions": 40, "tasks": 12, "families": 8, "executions": 2000, "exceptions": 150, "restarts": 25}
+LOG_MINIMA = {"sessions": 40, "scenarios": 12, "families": 8, "executions": 2000, "exceptions": 150, "restarts": 25}
 FULL_MINIMUM = 1200
 MAX_TARGET_SHARE = 0.03
 MIN_DISTINCT_PAIRS = 0.90
@@ -68,7 +65,7 @@ class LogStats:
     """Counts over every log."""
 
     sessions: int = 0
-    tasks: set[str] = field(default_factory=set)
+    scenarios: set[str] = field(default_factory=set)
     families: set[str] = field(default_factory=set)
     users: set[str] = field(default_factory=set)
     kernels: int = 0
@@ -78,8 +75,8 @@ class LogStats:
     after_restart: Counter[str] = field(default_factory=Counter)
     interrupts: int = 0
     behaviours: Counter[str] = field(default_factory=Counter)
-    # per task: its family, its developers, and its executions, exceptions and restarts
-    per_task: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # per scenario: its family, its developers, and its executions, exceptions and restarts
+    per_scenario: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def read_log(path: Path) -> tuple[list[dict[str, str]], list[Execution], list[list[Execution]]]:
@@ -130,21 +127,22 @@ def classify_restart(before: set[str], following: list[Execution]) -> str:
 
 def log_stats(folder: Path) -> LogStats:
     """Count everything issue 11 asks of the logs."""
-    tasks = {s.name: s for s in SESSIONS}
+    sessions = {s.name: s for s in SESSIONS}
     stats = LogStats()
     for path in sorted(folder.glob("*.csv")):
         rows, executions, after = read_log(path)
-        session = tasks.get(path.stem)
+        session = sessions.get(path.stem)
         stats.sessions += 1
         if session is not None:
             module = session.module()
-            stats.tasks.add(session.task)
+            stats.scenarios.add(session.scenario)
             stats.families.add(module.FAMILY)
-            task = stats.per_task.setdefault(
-                session.task, {"family": module.FAMILY, "title": module.TITLE, "developers": [], "counts": Counter()}
+            scenario = stats.per_scenario.setdefault(
+                session.scenario,
+                {"family": module.FAMILY, "title": module.TITLE, "developers": [], "counts": Counter()},
             )
-            task["developers"].append(session.persona.user)
-            task["counts"].update(
+            scenario["developers"].append(session.persona.user)
+            scenario["counts"].update(
                 executions=len(executions),
                 exceptions=sum(e.error is not None for e in executions),
                 restarts=len(after),
@@ -265,7 +263,7 @@ def share(part: int, whole: int) -> str:
 def report_logs(stats: LogStats) -> list[str]:
     lines = [
         f"sessions: {stats.sessions} (kernels: {stats.kernels}, developers: {len(stats.users)})",
-        f"tasks: {len(stats.tasks)} in {len(stats.families)} families ({', '.join(sorted(stats.families))})",
+        f"scenarios: {len(stats.scenarios)} in {len(stats.families)} families ({', '.join(sorted(stats.families))})",
         f"executions: {stats.executions}",
         f"exceptions: {sum(stats.exceptions.values())} ("
         + ", ".join(f"{name} {count}" for name, count in stats.exceptions.most_common())
@@ -290,16 +288,16 @@ def report_logs(stats: LogStats) -> list[str]:
     return lines
 
 
-def report_tasks(stats: LogStats) -> list[str]:
-    """A markdown table of the tasks: family, what the notebook does, developers and what their sessions hold."""
+def report_scenarios(stats: LogStats) -> list[str]:
+    """A markdown table of the scenarios: family, what the notebook does, developers and what their sessions hold."""
     lines = [
-        "| task | family | notebook | developers | executions | exceptions | restarts |",
+        "| scenario | family | notebook | developers | executions | exceptions | restarts |",
         "| --- | --- | --- | --- | ---: | ---: | ---: |",
     ]
-    for name, task in sorted(stats.per_task.items(), key=lambda item: (item[1]["family"], item[0])):
-        counts = task["counts"]
+    for name, scenario in sorted(stats.per_scenario.items(), key=lambda item: (item[1]["family"], item[0])):
+        counts = scenario["counts"]
         lines.append(
-            f"| {name} | {task['family']} | {task['title']} | {', '.join(task['developers'])} |"
+            f"| {name} | {scenario['family']} | {scenario['title']} | {', '.join(scenario['developers'])} |"
             f" {counts['executions']} | {counts['exceptions']} | {counts['restarts']} |"
         )
     return lines
@@ -329,7 +327,7 @@ def failures(stats: LogStats, per_task: dict[str, TaskStats]) -> Iterable[str]:
     """The thresholds of issue 11 that the corpus misses."""
     have = {
         "sessions": stats.sessions,
-        "tasks": len(stats.tasks),
+        "scenarios": len(stats.scenarios),
         "families": len(stats.families),
         "executions": stats.executions,
         "exceptions": sum(stats.exceptions.values()),
@@ -351,15 +349,15 @@ def failures(stats: LogStats, per_task: dict[str, TaskStats]) -> Iterable[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--logs", type=Path, default=HERE / "logs", help="folder of JuNE logs (default: data/logs)")
+    parser.add_argument("--logs", type=Path, default=LOGS_DIR, help="folder of JuNE logs (default: data/logs)")
     parser.add_argument("--build", type=Path, help="a `themisto build` output folder to measure as well")
     parser.add_argument("--check", action="store_true", help="exit 1 when a threshold of issue 11 is missed")
-    parser.add_argument("--tasks", action="store_true", help="also print the table of tasks (markdown)")
+    parser.add_argument("--scenarios", action="store_true", help="also print the table of scenarios (markdown)")
     args = parser.parse_args(argv)
     stats = log_stats(args.logs)
     print("\n".join(report_logs(stats)))
-    if args.tasks:
-        print("\n".join(report_tasks(stats)))
+    if args.scenarios:
+        print("\n".join(report_scenarios(stats)))
     per_task: dict[str, TaskStats] = {}
     if args.build:
         lines, per_task, _ = report_build(args.build)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from developer import Developer
+    from tools.corpus.developer import Developer
 
 NOTEBOOK = "access_log.ipynb"
 FAMILY = "text processing"

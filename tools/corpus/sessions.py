@@ -1,8 +1,8 @@
 """The corpus: who develops which notebook, and when.
 
 Nine simulated developers (:data:`PERSONAS`), students and professionals as in
-JuNE, each solve five of the fifteen tasks in ``data/tasks/``; every task is
-solved by three of them, who name their variables differently (the task's
+JuNE, each solve five of the fifteen scenarios in :mod:`tools.corpus.scenarios`; every
+scenario is solved by three of them, who name their variables differently (the scenario's
 ``ALIASES``, one spelling per developer) and make different mistakes.
 """
 
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from developer import Developer, Persona
+from tools.corpus.developer import Developer, Persona
 
 if TYPE_CHECKING:
-    from make_logs import Notebook, SessionLog
+    from tools.corpus.notebook import Notebook, SessionLog
 
-TASKS = (
+SCENARIOS = (
     "sales_eda",
     "survey_cleaning",
     "orders_join",
@@ -36,7 +36,7 @@ TASKS = (
     "access_log",
     "grades_reshape",
 )
-DEVELOPERS_PER_TASK = 3
+DEVELOPERS_PER_SCENARIO = 3
 FIRST_DAY = dt.datetime(2025, 4, 7, 9, 0)
 # The chance that a session opens a second notebook to try something in a clean kernel.
 SCRATCH_NOTEBOOK_CHANCE = 0.1
@@ -272,52 +272,52 @@ class PlanCounter:
 
 @dataclass(frozen=True)
 class Session:
-    """One developer solving one task, starting at ``start``."""
+    """One developer solving one scenario, starting at ``start``."""
 
     name: str
-    task: str
+    scenario: str
     persona: Persona
-    slot: int  # which of the task's developers this is: picks the variable spellings
+    slot: int  # which of the scenario's developers this is: picks the variable spellings
     start: str
 
     def module(self) -> ModuleType:
-        return importlib.import_module(f"tasks.{self.task}")
+        return importlib.import_module(f"tools.corpus.scenarios.{self.scenario}")
 
     def play(self, log: SessionLog, notebook: type[Notebook]) -> None:
-        """Play the task's plan with the persona's habits into ``log``."""
-        task = self.module()
+        """Play the scenario's plan with the persona's habits into ``log``."""
+        scenario = self.module()
         counter = PlanCounter()
-        task.plan(counter)
-        dev = Developer(notebook(log, self.first_name()), self.persona, self.name, task.ALIASES, self.slot)
+        scenario.plan(counter)
+        dev = Developer(notebook(log, self.first_name()), self.persona, self.name, scenario.ALIASES, self.slot)
         dev.plan_length(counter.cells)
-        task.plan(dev)
-        # the first developer of a task with a scratch snippet always tries it; the others now and then
-        if (dev.chance(SCRATCH_NOTEBOOK_CHANCE) or self.slot == 0) and getattr(task, "SCRATCH", None):
+        scenario.plan(dev)
+        # the first developer of a scenario with a scratch snippet always tries it; the others now and then
+        if (dev.chance(SCRATCH_NOTEBOOK_CHANCE) or self.slot == 0) and getattr(scenario, "SCRATCH", None):
             scratch = dev.nb.open("scratch.ipynb")
-            for code in task.SCRATCH:
+            for code in scenario.SCRATCH:
                 scratch.run(scratch.add(code))
             scratch.save()
-        if dev.nb.notebook_name != task.NOTEBOOK:
-            dev.nb.rename(task.NOTEBOOK)
+        if dev.nb.notebook_name != scenario.NOTEBOOK:
+            dev.nb.rename(scenario.NOTEBOOK)
         dev.finish()
 
     def first_name(self) -> str:
         """Some developers start from an untitled notebook and rename it at the end."""
-        index = TASKS.index(self.task) * DEVELOPERS_PER_TASK + self.slot
+        index = SCENARIOS.index(self.scenario) * DEVELOPERS_PER_SCENARIO + self.slot
         return "Untitled.ipynb" if index % 4 == 1 else self.module().NOTEBOOK
 
 
 def _sessions() -> list[Session]:
     table = []
-    for t, task in enumerate(TASKS):
-        for slot in range(DEVELOPERS_PER_TASK):
-            index = t * DEVELOPERS_PER_TASK + slot
-            # three groups of mixed experts and students, each on five tasks
-            persona = PERSONAS[(t + slot * DEVELOPERS_PER_TASK) % len(PERSONAS)]
+    for t, scenario in enumerate(SCENARIOS):
+        for slot in range(DEVELOPERS_PER_SCENARIO):
+            index = t * DEVELOPERS_PER_SCENARIO + slot
+            # three groups of mixed experts and students, each on five scenarios
+            persona = PERSONAS[(t + slot * DEVELOPERS_PER_SCENARIO) % len(PERSONAS)]
             start = FIRST_DAY + dt.timedelta(days=index // 3, hours=(index % 3) * 3, minutes=7 * (index % 5))
             kind, number = persona.user.split("_")
-            name = f"s{index + 1:02d}_{task}_{kind[0]}{number}"  # e.g. s01_sales_eda_e1: expert 1
-            table.append(Session(name, task, persona, slot, start.isoformat()))
+            name = f"s{index + 1:02d}_{scenario}_{kind[0]}{number}"  # e.g. s01_sales_eda_e1: expert 1
+            table.append(Session(name, scenario, persona, slot, start.isoformat()))
     return table
 
 

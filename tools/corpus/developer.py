@@ -1,6 +1,6 @@
-"""Simulated developers: a task's notebook plan played with one person's habits.
+"""Simulated developers: a scenario's notebook plan played with one person's habits.
 
-A task module (``data/tasks/*.py``) writes its notebook as plain code through a
+A scenario module (:mod:`tools.corpus.scenarios`) writes its notebook as plain code through a
 :class:`Developer`: ``dev.imports(...)``, ``dev.cell(code, ...)``,
 ``dev.section(title)``. The developer decides, with a ``random.Random`` seeded
 by the session name, how that plan turns into executions:
@@ -29,10 +29,10 @@ import re
 import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-if TYPE_CHECKING:  # data/ is not a package: make_logs.py loads this file by path
-    from make_logs import Cell, Notebook
+if TYPE_CHECKING:
+    from tools.corpus.notebook import Cell, Notebook
 
 Edit = tuple[str, str]  # (text in the cell, replacement)
 
@@ -122,7 +122,7 @@ class Tracked:
 
 
 class Developer:
-    """Plays a task's plan in a notebook with a persona's habits."""
+    """Plays a scenario's plan in a notebook with a persona's habits."""
 
     def __init__(
         self, nb: Notebook, persona: Persona, session: str, aliases: dict[str, Sequence[str]], slot: int
@@ -131,7 +131,7 @@ class Developer:
         self.persona = persona
         self.rng = random.Random(f"{session}/habits")
         # The persona's variable names: slot picks one spelling per canonical name, so the
-        # developers of one task name things differently.
+        # developers of one scenario name things differently.
         self.names = {canonical: options[slot % len(options)] for canonical, options in aliases.items()}
         self.tracked: list[Tracked] = []
         self.import_cell: Tracked | None = None
@@ -321,7 +321,12 @@ class Developer:
             ):
                 constant = node.slice
                 candidates.append(
-                    (constant.lineno, constant.col_offset + 1, (constant.end_col_offset or 0) - 1, constant.value)
+                    (
+                        constant.lineno,
+                        constant.col_offset + 1,
+                        (constant.end_col_offset or 0) - 1,
+                        cast(str, constant.value),
+                    )
                 )
         if not candidates:
             return None
