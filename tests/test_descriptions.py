@@ -23,6 +23,8 @@ from themisto.recording.record import record_source
 from themisto.trajectory import Variable, read_trajectory
 from themisto.vocabulary import OUTPUT_PREDICTION
 
+pytestmark = pytest.mark.kernel  # the tests record real kernels
+
 # A wide frame of mixed dtypes, as a person builds one: 36 columns of nine kinds.
 WIDE_FRAME = """\
 import numpy as np, pandas as pd

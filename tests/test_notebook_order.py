@@ -14,6 +14,8 @@ from themisto.recording.sources.notebook import read_notebook
 from themisto.recording.stability import fidelity
 from themisto.trajectory import read_trajectory
 
+pytestmark = pytest.mark.kernel  # the tests record real kernels
+
 
 def notebook(path: Path, cells: list[tuple[str, int | None, str]]) -> Path:
     """Write a notebook of (code, execution_count, stored stdout) cells, a markdown cell first."""

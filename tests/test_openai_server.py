@@ -176,6 +176,8 @@ def test_every_request_stays_within_the_apis_four_stop_sequences(chat_model: Pat
     assert eos == "<|endoftext|>"
     tasks = task_manager(str(data_dir)).load(list(LM_EVAL_TASKS))["tasks"]
     for name, task in tasks.items():
+        if task.config.output_type != "generate_until":
+            continue  # a likelihood task sends no stop sequences
         until = task.config.generation_kwargs["until"]
         sent = completions._create_payload(
             [1, 2], generate=True, gen_kwargs=copy.deepcopy(task.config.generation_kwargs), eos=eos

@@ -227,8 +227,7 @@ def _default_device(model_class: type, model_args: str | dict[str, Any] | None) 
     arguments = simple_parse_args_string(model_args) if isinstance(model_args, str) else (model_args or {})
     if "device" in arguments:
         return None
-    import torch
-
+    torch = sys.modules["torch"]  # lm-eval's huggingface module imported it; the package itself needs no torch
     return None if torch.cuda.is_available() else "cpu"
 
 
