@@ -1,7 +1,9 @@
 """Drive one Jupyter kernel through a sequence of cells and record each as a :class:`Step`.
 
 The notebook's code runs only inside the kernel subprocess, started in the
-chosen working directory with credentials removed from its environment. The
+chosen working directory with an allowlisted environment, inside a Landlock
+sandbox (see :mod:`themisto.recording.launcher`) that lets it write only
+beneath that directory and its private folders. The
 runtime snapshot (see :mod:`themisto.kernelside.snapshot`) rides on each cell's own
 execute request as a ``user_expression``, evaluated after the cell without a
 second round trip; ipykernel skips user expressions when the cell raises, so
@@ -42,8 +44,12 @@ from themisto.exceptions import InputError, KernelError, TrajectoryError
 from themisto.kernelside import snapshot
 from themisto.recording import inject
 from themisto.recording.environment import (
+    allowed_environment,
     check_kernel,
-    kernel_environment,
+    check_sandbox,
+    kernel_sandbox,
+    private_folders,
+    sandbox_in_force,
     supervised_kernel_manager,
     undumpable,
 )
@@ -80,6 +86,7 @@ def check_options(options: RecordOptions) -> None:
         raise InputError("max_variables must be at least 1")
     compile_skip_pattern(options.skip_pattern)
     check_kernel(options.kernel_name)
+    check_sandbox(options.sandbox)
 
 
 class Stopped(Exception):
@@ -145,12 +152,14 @@ class Recorder:
         self._process: Any = None
         self._restarted = False
         self._reinstall = False  # the snapshot module failed: install it again before the next cell
-        self._resources = contextlib.ExitStack()  # what lives as long as the recorder: a temporary home
+        self._resources = contextlib.ExitStack()  # what lives as long as the recorder: the private folders
         # the last snapshot received: its kernel-side generation and, by name, each variable and its
         # variable_json, so unchanged variables are neither sent, parsed nor encoded again
         self._known: tuple[int, dict[str, tuple[Variable, str]]] = (-1, {})
         # the kernel's Python and ipykernel versions, known once it has started (None where unknown)
         self.kernel_versions: dict[str, str | None] = {"python": None, "ipykernel": None}
+        # the confinement the kernel runs in, as its provenance records it (see environment.sandbox_in_force)
+        self.sandbox = sandbox_in_force(self.options.sandbox, self.options.allow_network)
 
     # lifecycle
 
@@ -161,22 +170,29 @@ class Recorder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def writable(self) -> list[Path]:
+        """Where the sandboxed kernel may write, beyond its private folders: its working directory."""
+        return [self.workdir]
+
     def start(self) -> None:
-        """Start the kernel in ``workdir`` with credentials removed and install the snapshot module."""
+        """Start the kernel in ``workdir`` in its sandbox and environment, and install the snapshot module."""
         if not self.workdir.is_dir():
             raise InputError(f"working directory {self.workdir} does not exist")
         check_kernel(self.options.kernel_name)
+        check_sandbox(self.options.sandbox)
         self._resources.enter_context(undumpable())
-        home = None
-        if self.options.isolate_home:
-            home = Path(tempfile.mkdtemp(prefix="themisto-home-"))
-            self._resources.callback(shutil.rmtree, home, ignore_errors=True)
+        private = Path(tempfile.mkdtemp(prefix="themisto-private-"))
+        self._resources.callback(shutil.rmtree, private, ignore_errors=True)
+        folders = private_folders(private, self.options.isolate_home, os.environ)
+        sandbox = None
+        if self.options.sandbox:
+            sandbox = kernel_sandbox([*self.writable(), private], self.options.allow_network)
         self._manager = supervised_kernel_manager(
-            self.options.kernel_name, self.options.max_memory, self.options.max_cpu_seconds
+            self.options.kernel_name, self.options.max_memory, self.options.max_cpu_seconds, sandbox=sandbox
         )
         try:
             self._manager.start_kernel(
-                env=kernel_environment(os.environ, home),
+                env=allowed_environment(os.environ, self.options.pass_env, folders),
                 cwd=str(self.workdir),
                 # the kernel's own fd output must not flood the recorder's terminal
                 stdout=subprocess.DEVNULL,

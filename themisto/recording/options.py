@@ -40,6 +40,11 @@ class RecordOptions:
     resume_diverged: str = "stop"  # on a resume whose replay does not reproduce a step: "stop" or "continue"
     # cells of a source whose code matches this regex are not run (default: JuNE's logging plugin); "" runs all
     skip_pattern: str | None = JUNE_PLUGIN_PATTERN
+    # The kernel's sandbox (see themisto.recording.launcher): Landlock confines its writes to its working
+    # directory and private folders, denies TCP and keeps its signals and ptrace inside; False: unconfined.
+    sandbox: bool = True
+    allow_network: bool = False  # the sandboxed kernel may use TCP
+    pass_env: tuple[str, ...] = ()  # variables passed to the kernel beyond its allowlist (their names only are saved)
 
 
 # What a resume does when its replay does not reproduce a recorded step (RecordOptions.resume_diverged).
@@ -50,7 +55,17 @@ RUN_CONTROL = ("resume", "overwrite", "resume_diverged")
 RECORDED = tuple(f.name for f in fields(RecordOptions) if f.name not in RUN_CONTROL)
 # Where and with what resources the kernel runs: a replay may change these to suit its machine; the
 # others decide what a step holds (output and repr caps), so a replay compared with the recording keeps them.
-ENVIRONMENT = ("timeout", "workdir", "kernel_name", "max_memory", "max_cpu_seconds", "isolate_home")
+ENVIRONMENT = (
+    "timeout",
+    "workdir",
+    "kernel_name",
+    "max_memory",
+    "max_cpu_seconds",
+    "isolate_home",
+    "sandbox",
+    "allow_network",
+    "pass_env",
+)
 
 
 def chosen_options(options: RecordOptions) -> frozenset[str]:

@@ -73,6 +73,8 @@ class Provenance:
     ipykernel: str | None = None  # the kernel's ipykernel version
     options: RecordOptions | None = None  # None: not recorded by Themisto (an import)
     workdir: Path | None = None  # the folder the kernel ran in
+    # the kernel's confinement: "landlock-abi-N" (with "+network" where TCP was allowed), "none", or None: unknown
+    sandbox: str | None = None
 
     def versions(self) -> dict[str, str | None]:
         """What made the steps, beyond the options: Themisto, the schema and the kernel's versions."""
@@ -106,6 +108,7 @@ def write_provenance(trajectory: Path, provenance: Provenance) -> Path:
         "schema": provenance.schema,
         "python": provenance.python,
         "ipykernel": provenance.ipykernel,
+        "sandbox": provenance.sandbox,
         "source": source,
     }
     if provenance.options is not None:
@@ -142,7 +145,7 @@ def read_provenance(trajectory: Path) -> Provenance | None:
             # an option this version does not know is ignored; one the file lacks keeps its default
             values = {name: value for name, value in data["options"].items() if name in known and name != "workdir"}
             for name, value in values.items():
-                _check_option(name, value)
+                values[name] = _checked_option(name, value)
             place = data["workdir"]
             workdir = None if place["path"] is None else (folder / place["path"]).resolve()
             options = RecordOptions(**values, workdir=workdir if place["policy"] == GIVEN else None)
@@ -153,6 +156,7 @@ def read_provenance(trajectory: Path) -> Provenance | None:
             schema=int(data["schema"]),
             python=data.get("python"),
             ipykernel=data.get("ipykernel"),
+            sandbox=data.get("sandbox"),
             options=options,
             workdir=workdir,
         )
@@ -160,13 +164,18 @@ def read_provenance(trajectory: Path) -> Provenance | None:
         raise InputError(f"{path}: not a Themisto provenance file ({type(exc).__name__}: {exc})") from None
 
 
-def _check_option(name: str, value: Any) -> None:
-    """Raise ValueError unless ``value`` has the type RecordOptions declares for option ``name``."""
+def _checked_option(name: str, value: Any) -> Any:
+    """``value`` as option ``name`` (a JSON list as a tuple of strings); ValueError unless it has the declared type."""
     hint = typing.get_type_hints(RecordOptions)[name]
+    if typing.get_origin(hint) is tuple:
+        if not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+            raise ValueError(f"option {name} is {value!r}")
+        return tuple(value)
     kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     kinds += (int,) if float in kinds else ()  # JSON may write a whole float as an integer
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise ValueError(f"option {name} is {value!r}")
+    return value
 
 
 def copy_provenance(trajectory: Path, copy: Path) -> None:
