@@ -41,7 +41,10 @@ import time
 import types
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
+    from themisto.kernelside.wire import SnapshotRequest
 
 MODULE_NAME = "_themisto_snapshot"
 
@@ -513,12 +516,12 @@ class JsonText:
         printer.text(self.text)
 
 
-def take(max_repr_chars: int, timeout: float, known: int = -1, max_variables: int = 1000) -> JsonText:
+def take(request: SnapshotRequest) -> JsonText:
     """Snapshot the running IPython shell's user namespace (the kernel-side entry point).
 
-    Returns ``{"generation": g, "variables": [...], "seconds": s, "omitted": n}``
-    as JSON text: the first ``max_variables`` variables by name, and how many
-    more there were. ``known`` is the generation of the last snapshot the recorder
+    Returns a :class:`~themisto.kernelside.wire.SnapshotResult` as JSON text: the
+    first ``request.max_variables`` variables by name, and how many more there
+    were (``omitted``). ``request.known`` is the generation of the last snapshot the recorder
     received; if it is this cache's latest, a variable whose description is
     unchanged since then is sent as ``{"name": ...}`` alone, so an unchanged
     namespace costs little to encode, send and parse. ``seconds`` lets the
@@ -530,17 +533,17 @@ def take(max_repr_chars: int, timeout: float, known: int = -1, max_variables: in
 
     started = time.perf_counter()
     shell = get_ipython()
-    delta = known == CACHE.generation
+    delta = request.known == CACHE.generation
     variables = user_variables(shell.user_ns, shell.user_ns_hidden)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        records = CACHE.describe_all(variables[:max_variables], max_repr_chars, timeout)
+        records = CACHE.describe_all(variables[: request.max_variables], request.max_repr_chars, request.repr_timeout)
     if delta:
         records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
     payload = {
         "generation": CACHE.generation,
         "variables": records,
         "seconds": time.perf_counter() - started,
-        "omitted": max(0, len(variables) - max_variables),
+        "omitted": max(0, len(variables) - request.max_variables),
     }
     return JsonText(json.dumps(payload, ensure_ascii=False))
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError, KernelError, TrajectoryError
-from themisto.kernelside import snapshot
+from themisto.kernelside import snapshot, wire
 from themisto.recording import inject
 from themisto.recording.environment import (
     allowed_environment,
@@ -145,6 +145,8 @@ class Recorder:
     options: RecordOptions = field(default_factory=RecordOptions)
     next_step: int = 0
     stop: threading.Event | None = None
+    installs: tuple[str, ...] = ()  # more code run silently in every kernel this recorder starts, after its own
+    also_writable: tuple[Path, ...] = ()  # folders the sandboxed kernel may write besides its working directory
 
     def __post_init__(self) -> None:
         self._manager: Any = None
@@ -171,8 +173,8 @@ class Recorder:
         self.close()
 
     def writable(self) -> list[Path]:
-        """Where the sandboxed kernel may write, beyond its private folders: its working directory."""
-        return [self.workdir]
+        """Where the sandboxed kernel may write, beyond its private folders: its working directory (and more)."""
+        return [self.workdir, *self.also_writable]
 
     def start(self) -> None:
         """Start the kernel in ``workdir`` in its sandbox and environment, and install the snapshot module."""
@@ -249,6 +251,10 @@ class Recorder:
         self._process = children[0] if children else launcher
         self._known = (-1, {})  # a new kernel process has an empty description cache
         self._install()
+        for install in self.installs:
+            reply = self._execute(install, silent=True, timeout=KERNEL_START_TIMEOUT).reply
+            if reply is None or reply["content"]["status"] != "ok":
+                raise KernelError(f"kernel {self.options.kernel_name!r} did not take the code it was given to install")
 
     def _install(self, again: bool = False) -> None:
         """Install the snapshot module in the kernel; ``again``: after a cell broke it, and failing quietly."""
@@ -374,9 +380,28 @@ class Recorder:
         self.next_step += 1
 
     def _expression(self) -> str:
-        return inject.snapshot_expression(
-            self.options.max_repr_chars, self.options.repr_timeout, self._known[0], self.options.max_variables
+        return inject.snapshot_expression(self.snapshot_request())
+
+    # what execution-checked scoring composes (themisto.evaluation.exec.session)
+
+    def snapshot_request(self) -> wire.SnapshotRequest:
+        """The snapshot this recorder's options ask for, naming the last snapshot it received."""
+        return wire.SnapshotRequest(
+            self.options.max_repr_chars, self.options.repr_timeout, self.options.max_variables, self._known[0]
         )
+
+    def known_variables(self) -> dict[str, Variable] | None:
+        """The namespace as the last snapshot received described it (the state before the next cell); None: unknown."""
+        generation, entries = self._known
+        return None if generation < 0 else {name: entry[0] for name, entry in entries.items()}
+
+    def take_snapshot(self) -> Snapshot:
+        """A snapshot of the namespace now, in a silent request of its own."""
+        return self._snapshot()
+
+    def request(self, user_expressions: dict[str, str], timeout: float) -> Execution:
+        """One silent request that runs no code and evaluates ``user_expressions``."""
+        return self._execute("", silent=True, timeout=timeout, user_expressions=user_expressions)
 
     def _snapshot(self) -> Snapshot:
         """Take the snapshot in a silent execution of its own (after a cell that raised)."""
