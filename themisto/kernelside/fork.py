@@ -5,16 +5,25 @@ trajectory once and, at each step where predictions wait, runs every
 prediction in the state *before* that step. The scorer sends this module's
 source text to the kernel, which executes it into a private module registered
 as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
-:mod:`themisto.kernelside.snapshot`), and evaluates :func:`run` as the
-``user_expression`` of a silent execute request. For each cell :func:`run`:
+:mod:`themisto.kernelside.snapshot`), and evaluates :func:`run` on a
+:class:`~themisto.kernelside.wire.ForkRequest` as the ``user_expression`` of a
+silent execute request. :func:`run` first opens every cell's code file and
+deletes it, so the kernel never holds a cell's text; then for each cell it:
 
 1. copies the kernel's working directory into a private folder (before the
    fork, so the copy is not charged to the cell's time limit);
 2. forks the kernel process (``os.fork``): the child has the parent's whole
    state, copy-on-write, and the parent's state is untouched by what the child
    does;
-3. in the child: moves into a process group of its own (so a timeout kills the
-   child and whatever it started); points file descriptors 1 and 2 at a
+3. in the child: closes the other cells' code files, reads its own; moves into
+   a process group of its own (so a timeout kills the child and whatever it
+   started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
+   it inherited (the kernel's channels); with ``request.confine``, enters a
+   Landlock domain of its own (writes only in its private folder and
+   ``/dev/null``, no TCP, signals and abstract sockets scoped, no ptrace outside)
+   and a seccomp filter that refuses new Unix sockets (the kernel's channels
+   are Unix sockets in a folder, which Landlock does not guard); points its
+   temporary folder into its private folder; points file descriptors 1 and 2 at a
    private file, and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
    the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
@@ -38,9 +47,10 @@ as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
    pandas and scikit-learn (about 1,400 memory mappings to copy or unmap),
    and overlap the cells instead of adding to them.
 
-Each frame is one line of JSON. The module uses only the standard library and
-IPython (present in any IPython kernel), and is importable in-process so its
-helpers are tested directly.
+Each frame is one line of JSON; together they make a
+:class:`~themisto.kernelside.wire.ChildResult`. The module uses only the
+standard library and IPython (present in any IPython kernel), and is
+importable in-process so its helpers are tested directly.
 """
 
 from __future__ import annotations

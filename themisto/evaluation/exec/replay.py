@@ -135,16 +135,18 @@ class TrajectoryScores:
     failure: str | None = None  # why, one line
     stopped: bool = False  # the run was interrupted (Ctrl-C) while this trajectory was being scored
 
+    compared: set[int] = field(default_factory=set)  # steps whose replayed output was compared with the recording
+
     @property
     def all_diverged(self) -> bool:
-        """Every step with predictions replayed to another output than recorded (a wrong working folder?)."""
-        steps = {step for step, _ in self.scores}
-        return bool(steps) and steps <= self.diverged
+        """Every step compared replayed to another output than recorded (a wrong working folder?)."""
+        return bool(self.compared) and self.compared <= self.diverged
 
     def add(self, step: RecordedStep, replayed: Step, codes: Sequence[str], outcomes: Sequence[Outcome]) -> None:
         """Score the outcomes of ``codes`` against the replay of ``step``."""
         expected = normalize_output(step.output)
         diverged = normalize_output(replayed.output) != expected
+        self.compared.add(step.step)
         if diverged:
             self.diverged.add(step.step)
         state = state_key(replayed.runtime)

@@ -183,7 +183,7 @@ def _collect(
                     "every step with predictions replayed to another output than recorded; replay it in the"
                     " folder its notebook read its files from (--workdir)"
                 )
-                scores.failed_at = min(step for step, _ in scores.scores)
+                scores.failed_at = min(scores.compared)
             report.trajectories.append(scores)
             if finished is not None:
                 finished(scores)

@@ -8,6 +8,7 @@ that a forked run changed neither the replay's namespace nor its working folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -132,7 +133,7 @@ class ForkingSession:
         finally:
             for path in request.code_files:  # the kernel deletes them; not if it never got to them
                 Path(path).unlink(missing_ok=True)
-            if request.code_files:
+            with contextlib.suppress(OSError, IndexError):
                 Path(request.code_files[0]).parent.rmdir()
 
     def fork_run(self, codes: Sequence[str]) -> list[wire.ChildResult] | None:
