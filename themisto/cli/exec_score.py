@@ -35,9 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             " predicted cell in the kernel state before its step, in a forked child of a kernel that replays"
             " the trajectory once, and write exec_samples_<task>.jsonl next to the log: exec_ok (ran without"
             " an exception), exec_match (output equals the developer's cell's, normalised), state_match (the"
-            " namespace after it equals the developer's), error, and diverged (the replay of that step did not"
-            f" reproduce its recorded output: excluded). The developer's own cells are scored as {REFERENCE_MODEL}:"
-            " its exec_match is the ceiling."
+            " namespace after it equals the developer's), error, diverged (the replay of that step did not"
+            " reproduce its recorded output: excluded) and tampered (the prediction changed the replay itself:"
+            f" scored 0). The developer's own cells are scored as {REFERENCE_MODEL}: its exec_match is the ceiling."
+            " Each prediction runs in a Landlock domain of its own (never with network, whatever --allow-network"
+            " gives the kernel); a trajectory file replays with the options and folder its provenance names."
         ),
     )
     parser.add_argument(
