@@ -137,7 +137,7 @@ def _interleaved(plans: list[Any], recorded: dict[str, Any], options: Any, repet
     """
     from themisto.evaluation.exec import score_trajectory
 
-    totals = {"replay": 0.0, "scoring": 0.0, "own": 0.0, "runs": 0.0}
+    totals = {"replay": 0.0, "scoring": 0.0, "own": 0.0, "runs": 0.0, "restores": 0.0}
     for index, plan in enumerate(plans):
         order = ("replay", "scoring") if (index + repetition) % 2 == 0 else ("scoring", "replay")
         for side in order:
@@ -150,6 +150,7 @@ def _interleaved(plans: list[Any], recorded: dict[str, Any], options: Any, repet
                     raise RuntimeError(f"{plan.trajectory_id}: {scores.failure}")
                 totals["own"] += scores.execution_seconds
                 totals["runs"] += scores.executions
+                totals["restores"] += scores.restores  # the baselines never reach the replay: 0
             totals[side] += time.perf_counter() - started
     return totals
 
@@ -197,7 +198,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 f"bench_exec: repetition {repetition + 1}: exec-score {scoring[-1]:.1f} s; per trajectory, replay"
                 f" {pairs['replay']:.1f} s, scoring {pairs['scoring']:.1f} s, predictions {pairs['own']:.1f} s"
                 f" ({runs} runs, {report.steps_replayed} steps); overhead side by side {side[-1]:.1f} ms,"
-                f" within the run {within[-1]:.1f} ms per run; bare fork {floor[-1]:.1f} ms",
+                f" within the run {within[-1]:.1f} ms per run; bare fork {floor[-1]:.1f} ms;"
+                f" replays restored {pairs['restores']:.0f}",
                 file=sys.stderr,
             )
     score_s, replay_s, own_s = (statistics.median(values) for values in (scoring, replay, own))
