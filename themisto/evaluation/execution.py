@@ -371,6 +371,10 @@ class ForkingRecorder(Recorder):
 
     scratch: Path | None = None
 
+    def writable(self) -> list[Path]:
+        """The sandboxed kernel writes its children's copies into ``scratch`` too."""
+        return [*super().writable(), *([self.scratch] if self.scratch is not None else [])]
+
     def _connect(self) -> None:
         super()._connect()
         install = self._execute(inject.fork_install_code(), silent=True, timeout=KERNEL_START_TIMEOUT)

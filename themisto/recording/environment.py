@@ -195,8 +195,19 @@ def private_folders(root: Path, isolate_home: bool, environ: Mapping[str, str]) 
 
 
 # Devices a kernel may open for writing in the sandbox: the null and random devices, shared memory (POSIX
-# semaphores and shm_open, which multiprocessing, joblib and PyTorch use), GPUs.
-WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm", "/dev/dri")
+# semaphores and shm_open, which multiprocessing, joblib and PyTorch use), pseudo-terminals (IPython runs
+# `!command` lines in one), GPUs.
+WRITABLE_DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/shm",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/dri",
+)
 GPU_DEVICES = "/dev/nvidia*"
 
 

@@ -37,9 +37,14 @@ def snapshot_install_code() -> str:
     return module_install_code(snapshot.__file__, snapshot.MODULE_NAME, "<themisto-snapshot>", after="guard_streams")
 
 
-def snapshot_expression(max_repr_chars: int, timeout: float, known: int, max_variables: int) -> str:
-    """The ``user_expression`` that takes a snapshot once the module is installed (see ``snapshot.take``)."""
-    arguments = f"{int(max_repr_chars)}, {float(timeout)!r}, {int(known)}, {int(max_variables)}"
+def snapshot_expression(
+    max_repr_chars: int, timeout: float, known: int, max_variables: int, announce: str | None = None
+) -> str:
+    """The ``user_expression`` that takes a snapshot once the module is installed (see ``snapshot.take``).
+
+    ``announce``: the file where the kernel says that the cell finished, before the snapshot begins.
+    """
+    arguments = f"{int(max_repr_chars)}, {float(timeout)!r}, {int(known)}, {int(max_variables)}, {announce!r}"
     return _call(snapshot.MODULE_NAME, "take", arguments)
 
 

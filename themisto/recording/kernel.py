@@ -108,6 +108,11 @@ class Execution:
     wedged: bool = False  # the kernel ignored the interrupt
     unresponsive: str | None = None  # why a live kernel counts as no longer handling requests
     exit_code: int | None = None
+    # seconds from the request to the kernel's word that the cell finished and its snapshot began (see
+    # snapshot.announce_snapshot), read when the request failed; None: the cell had not finished. A death,
+    # hang or timeout after that word is the snapshot's fault, not the cell's.
+    cell_seconds: float | None = None
+    timed_out_at: float | None = None  # seconds from the request to the recorder's interrupt for --timeout
 
     @property
     def broken(self) -> bool:
@@ -152,6 +157,7 @@ class Recorder:
         self._process: Any = None
         self._restarted = False
         self._reinstall = False  # the snapshot module failed: install it again before the next cell
+        self._announce: Path | None = None  # where the kernel says a cell finished (see snapshot.announce_snapshot)
         self._resources = contextlib.ExitStack()  # what lives as long as the recorder: the private folders
         # the last snapshot received: its kernel-side generation and, by name, each variable and its
         # variable_json, so unchanged variables are neither sent, parsed nor encoded again
@@ -184,6 +190,7 @@ class Recorder:
         private = Path(tempfile.mkdtemp(prefix="themisto-private-"))
         self._resources.callback(shutil.rmtree, private, ignore_errors=True)
         folders = private_folders(private, self.options.isolate_home, os.environ)
+        self._announce = private / "snapshot-started"
         sandbox = None
         if self.options.sandbox:
             sandbox = kernel_sandbox([*self.writable(), private], self.options.allow_network)
@@ -292,8 +299,13 @@ class Recorder:
         restarted, self._restarted = self._restarted, False
         error, outputs = _error_and_outputs(execution, self.options.timeout)
         memory = None
+        snapshot_fault = _snapshot_fault(execution, self.options.timeout)
+        if snapshot_fault is not None:  # the cell ran; its snapshot (a repr) died, hung or overran
+            execution.elapsed = execution.cell_seconds or 0.0
+            log.warning("%s step %d: %s", self.trajectory_id, self.next_step, snapshot_fault)
         if execution.broken:
-            taken = Snapshot([])
+            taken = Snapshot([], error=snapshot_fault)
+            self._known = (-1, {})
             self.restart()
         else:
             found = self._snapshot_result(execution)
@@ -301,7 +313,10 @@ class Recorder:
                 taken = self._snapshot()
             else:
                 taken = found
-                execution.elapsed = max(execution.elapsed - taken.seconds, 0.0)
+                if snapshot_fault is None:
+                    execution.elapsed = max(execution.elapsed - taken.seconds, 0.0)
+                else:  # interrupted in time: what the snapshot kept, and why it is incomplete
+                    taken.error = cap_text(f"{snapshot_fault}; {taken.error or 'interrupted'}", 300)[0]
             memory = self._memory()
         variables = taken.variables
         text, truncated, length = execution.collector.render(self.options.max_output_chars, outputs)
@@ -375,7 +390,11 @@ class Recorder:
 
     def _expression(self) -> str:
         return inject.snapshot_expression(
-            self.options.max_repr_chars, self.options.repr_timeout, self._known[0], self.options.max_variables
+            self.options.max_repr_chars,
+            self.options.repr_timeout,
+            self._known[0],
+            self.options.max_variables,
+            None if self._announce is None else str(self._announce),
         )
 
     def _snapshot(self) -> Snapshot:
@@ -500,7 +519,7 @@ class Recorder:
         client = self._client
         execution = Execution(collector=OutputCollector(self.options.max_raw_output_chars))
         msg_id = client.execute(
-            code,
+            snapshot.clean_text(code),  # a lone surrogate cannot be sent; the step records the same cleaned code
             silent=silent,
             store_history=not silent,
             user_expressions=user_expressions or {},
@@ -510,7 +529,7 @@ class Recorder:
         poller = zmq.Poller()
         poller.register(client.shell_channel.socket, zmq.POLLIN)
         poller.register(client.iopub_channel.socket, zmq.POLLIN)
-        started = time.monotonic()
+        started, wall_started = time.monotonic(), time.time()
         deadline = started + timeout
         # until the kernel says it is busy with the request, or, once idle, until its reply: the grace period
         silent_after: float | None = started + SILENT_KERNEL_GRACE
@@ -535,7 +554,7 @@ class Recorder:
                 if execution.timed_out or execution.reply is not None:
                     execution.wedged = execution.reply is None
                     break
-                execution.timed_out = True
+                execution.timed_out, execution.timed_out_at = True, now - started
                 self._manager.interrupt_kernel()
                 deadline = time.monotonic() + INTERRUPT_GRACE
                 continue
@@ -550,14 +569,14 @@ class Recorder:
                     break
                 continue
             if client.shell_channel.socket in ready:
-                msg = client.shell_channel.get_msg(timeout=0)
-                if msg["parent_header"].get("msg_id") == msg_id:
+                msg = _message(client.shell_channel)
+                if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
                     execution.reply = msg
                     execution.elapsed = time.monotonic() - started
                     silent_after = None
             if client.iopub_channel.socket in ready:
-                msg = client.iopub_channel.get_msg(timeout=0)
-                if msg["parent_header"].get("msg_id") != msg_id:
+                msg = _message(client.iopub_channel)
+                if msg is None or msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 if msg["msg_type"] == "status":
                     idle = msg["content"]["execution_state"] == "idle"
@@ -567,7 +586,49 @@ class Recorder:
                     execution.collector.add(msg)
         if execution.reply is None:
             execution.elapsed = time.monotonic() - started
+        if execution.timed_out or execution.broken:
+            seconds = self._cell_seconds(msg_id, wall_started)
+            # a snapshot that began only after the timeout's interrupt follows a cell that overran
+            if seconds is not None and (execution.timed_out_at is None or seconds < execution.timed_out_at):
+                execution.cell_seconds = seconds
         return execution
+
+    def _cell_seconds(self, msg_id: str, wall_started: float) -> float | None:
+        """How long the cell of request ``msg_id`` ran, if the kernel said it finished (its snapshot began)."""
+        if self._announce is None:
+            return None
+        try:
+            request, _, when = self._announce.read_text(encoding="utf-8").partition(" ")
+            return max(float(when) - wall_started, 0.0) if request == msg_id else None
+        except (OSError, ValueError):
+            return None
+
+
+def _message(channel: Any) -> dict[str, Any] | None:
+    """The next message of a channel; None for one that is not a message (a cell that patched ``json.dumps``
+    makes the kernel send ``{"forged": 1}`` for each), which the recorder then never waits on."""
+    try:
+        msg = channel.get_msg(timeout=0)
+        if isinstance(msg, dict) and isinstance(msg.get("parent_header"), dict) and isinstance(msg["msg_type"], str):
+            return msg
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        log.debug("a message that is not one: %r", exc)
+    return None
+
+
+def _snapshot_fault(execution: Execution, timeout: float) -> str | None:
+    """Why the snapshot of a cell that ran fine is missing or incomplete; None if it did not fail that way."""
+    if execution.cell_seconds is None:
+        return None
+    if execution.died:
+        return f"the kernel died while taking the snapshot{_exit_status(execution.exit_code)} and was restarted"
+    if execution.wedged:
+        return f"the snapshot did not finish within {timeout:g} s nor stop when interrupted; the kernel was restarted"
+    if execution.unresponsive is not None:
+        return f"the kernel {execution.unresponsive} while taking the snapshot and was restarted"
+    if execution.timed_out:
+        return f"the snapshot did not finish within {timeout:g} s and was interrupted"
+    return None
 
 
 def _kernel_versions(reply: dict[str, Any]) -> dict[str, str | None]:
@@ -588,6 +649,8 @@ def _known_entry(variable: Variable) -> tuple[Variable, str]:
 def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:
     """The step's ``error`` and raw outputs; the recorder's own faults are added as error outputs."""
     outputs = execution.collector.outputs
+    if execution.cell_seconds is not None:  # the cell finished without an error; the snapshot's faults are its own
+        return None, outputs
     if execution.broken:
         error = {"ename": DEAD_KERNEL_ERROR, "evalue": _death_message(execution, timeout)}
     elif execution.timed_out:
