@@ -57,10 +57,15 @@ class _Bound(types.ModuleType):
     def __init__(self, module: types.ModuleType) -> None:
         super().__init__(module.__name__)
         self.__dict__.update({name: value for name, value in vars(module).items() if callable(value)})
-        self._live = module
+        self.__dict__["_live"] = module
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._live, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # this module's own writes (guard_streams puts sys.stdout back) are meant for the real module
+        self.__dict__.pop(name, None)
+        setattr(self._live, name, value)
 
 
 # Bound at install time, as are the builtins (a private copy, so ``builtins.len = ...`` changes nothing here):
@@ -566,6 +571,8 @@ def take(
         records = CACHE.describe_all(variables[:max_variables], max_repr_chars, timeout)
     if delta:
         records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
+    if announce is not None:
+        announce_snapshot(announce, done=True)
     payload = {
         "generation": CACHE.generation,
         "variables": records,
@@ -589,18 +596,20 @@ def _shell() -> Any:
     return _INSTALLED["shell"]
 
 
-def announce_snapshot(path: str) -> None:
+def announce_snapshot(path: str, done: bool = False) -> None:
     """Flush the cell's output, then write to ``path`` the request's id and the time: the cell has finished.
 
     A file, written before the snapshot runs any user code, so it stands even when a ``__repr__`` then ends
     the process: the recorder knows the death, or the hang, was the snapshot's (a message could be lost).
+    ``done``: the snapshot has run all user code it calls, so what fails later is the kernel's, not its.
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
+    if not done:
+        sys.stdout.flush()
+        sys.stderr.flush()
     kernel = _INSTALLED.get("kernel")
     request = kernel.get_parent().get("header", {}).get("msg_id", "") if kernel is not None else ""
     with open(path, "w", encoding="utf-8") as marker:
-        marker.write(f"{request} {time.time()!r}")
+        marker.write(f"{request} {'done' if done else repr(time.time())}")
 
 
 def versions() -> JsonText:

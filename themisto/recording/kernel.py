@@ -594,12 +594,17 @@ class Recorder:
         return execution
 
     def _cell_seconds(self, msg_id: str, wall_started: float) -> float | None:
-        """How long the cell of request ``msg_id`` ran, if the kernel said it finished (its snapshot began)."""
+        """How long the cell of request ``msg_id`` ran, if its snapshot began and did not finish; else None.
+
+        A snapshot that finished (the file says ``done``) leaves what failed afterwards to the kernel.
+        """
         if self._announce is None:
             return None
         try:
             request, _, when = self._announce.read_text(encoding="utf-8").partition(" ")
-            return max(float(when) - wall_started, 0.0) if request == msg_id else None
+            if request != msg_id or when == "done":
+                return None
+            return max(float(when) - wall_started, 0.0)
         except (OSError, ValueError):
             return None
 
