@@ -15,7 +15,12 @@ interrupted and recorded as a ``TimeoutError`` step; a kernel that dies,
 ignores the interrupt, or stops handling requests (it does not start a cell
 within :data:`SILENT_KERNEL_GRACE` seconds, or ends one without a reply) is
 recorded as a ``DeadKernelError`` step, restarted, and the next step is
-marked ``restarted``.
+marked ``restarted``. Where that happens after the cell finished, while its
+snapshot ran (a ``__repr__`` that calls ``os._exit`` or swallows every
+interrupt; the kernel writes to a file of its private folder when the snapshot
+begins and ends), the step is the cell's, with its output, and says so in
+``snapshot_error``. Messages that are not messages (a cell that patched
+``json.dumps``) are dropped, never trusted.
 
 The snapshot a kernel sends back is checked, not trusted: each record is
 validated on arrival (types, 64-bit integers, text cleaned of lone
