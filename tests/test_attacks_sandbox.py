@@ -30,6 +30,7 @@ from attacks import (
 )
 
 from themisto.kernelside import landlock
+from themisto.recording.kernel import Recorder, RecordOptions
 from themisto.recording.provenance import read_provenance
 from themisto.trajectory import read_trajectory
 
@@ -252,3 +253,27 @@ def test_where_landlock_is_missing_record_refuses_in_one_line_naming_no_sandbox(
     assert unconfined.returncode == 0, unconfined.stderr
     provenance = read_provenance(tmp_path / "out" / "plain.jsonl")
     assert provenance is not None and provenance.sandbox == "none"
+
+
+class TcpRecorder(Recorder):
+    """A recorder whose kernel talks over TCP (as a replay whose forked children must not reach it may)."""
+
+    def transport(self) -> str:
+        return "tcp"
+
+
+def test_over_tcp_the_sandboxed_kernel_binds_its_own_ports_and_connects_to_none(tmp_path: Path) -> None:
+    cell = (
+        "import json, socket\nfrom ipykernel.connect import get_connection_info\n"
+        "port = json.loads(get_connection_info())['shell_port']\n"
+        + attempt("socket.create_connection(('127.0.0.1', port), timeout=5).close()")
+        + "\n"
+        + attempt("socket.socket().bind(('127.0.0.1', 0))")
+    )
+    with TcpRecorder("tcp", tmp_path, RecordOptions(timeout=60)) as recorder:
+        assert recorder._manager.transport == "tcp"
+        step = recorder.run_cell(cell, "c0")
+        after = recorder.run_cell("x = 1\nx", "c1")
+    # the kernel answered over its TCP ports, yet cannot reach its own shell port nor bind another one
+    assert step.error is None and step.output.split() == ["PermissionError", "PermissionError"]
+    assert after.output == "1" and not after.restarted

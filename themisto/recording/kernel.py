@@ -185,6 +185,10 @@ class Recorder:
         """Where the sandboxed kernel may write, beyond its private folders: its working directory."""
         return [self.workdir]
 
+    def transport(self) -> str:
+        """How the kernel talks to the recorder: ``ipc`` (unix sockets; see environment.supervised_kernel_manager)."""
+        return "ipc"
+
     def start(self) -> None:
         """Start the kernel in ``workdir`` in its sandbox and environment, and install the snapshot module."""
         if not self.workdir.is_dir():
@@ -200,7 +204,11 @@ class Recorder:
         if self.options.sandbox:
             sandbox = kernel_sandbox([*self.writable(), private], self.options.allow_network)
         self._manager = supervised_kernel_manager(
-            self.options.kernel_name, self.options.max_memory, self.options.max_cpu_seconds, sandbox=sandbox
+            self.options.kernel_name,
+            self.options.max_memory,
+            self.options.max_cpu_seconds,
+            sandbox=sandbox,
+            transport=self.transport(),
         )
         try:
             self._manager.start_kernel(
