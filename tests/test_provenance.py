@@ -79,9 +79,6 @@ def test_a_recorded_trajectory_carries_how_it_was_made(recorded: Path) -> None:
             "max_variables": 1000,
             "isolate_home": False,
             "skip_pattern": JUNE_PLUGIN_PATTERN,
-            "sandbox": True,
-            "allow_network": False,
-            "pass_env": [],
         },
         "workdir": {"policy": "source", "path": "../src"},
     }

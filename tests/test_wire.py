@@ -14,7 +14,7 @@ from themisto.recording.options import RecordOptions
 def test_a_snapshot_request_carries_every_option_the_snapshot_reads(tmp_path: object) -> None:
     options = RecordOptions(max_repr_chars=77, repr_timeout=0.25, max_variables=2)
     request = Recorder("t", tmp_path, options).snapshot_request()  # type: ignore[arg-type]
-    assert request == wire.SnapshotRequest(max_repr_chars=77, repr_timeout=0.25, max_variables=2, known=-1)
+    assert request == wire.SnapshotRequest(77, 0.25, 2, known=-1, announce=None)
     assert wire.SnapshotRequest.from_json(request.to_json()) == request
 
 
@@ -30,17 +30,21 @@ def test_no_kernel_side_entry_point_has_a_default_of_its_own() -> None:
 
 
 def test_a_fork_request_round_trips_with_its_nested_snapshot_request() -> None:
-    request = wire.ForkRequest(["/s/0.py"], 5.0, 100, "/w", "/s", True, wire.SnapshotRequest(10, 1.0, 3, 4))
+    request = wire.ForkRequest(["/s/0.py"], 5.0, 100, "/w", "/s", True, wire.SnapshotRequest(10, 1.0, 3, 4, "/a"))
     assert wire.ForkRequest.from_json(request.to_json()) == request
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"max_repr_chars": 1, "repr_timeout": 1.0, "max_variables": 1}', "missing or unexpected"),
-        ('{"max_repr_chars": 1, "repr_timeout": 1.0, "max_variables": 1, "known": 0, "x": 1}', "unexpected"),
-        ('{"max_repr_chars": "1", "repr_timeout": 1.0, "max_variables": 1, "known": 0}', "str, not int"),
-        ('{"max_repr_chars": true, "repr_timeout": 1.0, "max_variables": 1, "known": 0}', "bool, not int"),
+        ('{"max_repr_chars": 1, "repr_timeout": 1.0, "max_variables": 1, "known": 0}', "missing or unexpected"),
+        ('{"max_repr_chars": 1, "repr_timeout": 1.0, "max_variables": 1, "known": 0, "announce": null, "x": 1}', "x"),
+        ('{"max_repr_chars": "1", "repr_timeout": 1.0, "max_variables": 1, "known": 0, "announce": null}', "str, not"),
+        (
+            '{"max_repr_chars": true, "repr_timeout": 1.0, "max_variables": 1, "known": 0, "announce": null}',
+            "bool, not",
+        ),
+        ('{"max_repr_chars": 1, "repr_timeout": 1.0, "max_variables": 1, "known": 0, "announce": 3}', "int, not"),
         ("[1]", "not an object"),
         ("{", "not JSON"),
     ],

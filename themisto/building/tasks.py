@@ -221,7 +221,9 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[
     """First pass: lengths and flags of every step, in trajectory-file order, and the invalid files skipped.
 
     A file that breaks the step schema or repeats a step number is skipped
-    whole (one bad trajectory never fails a corpus); a step id found in two
+    whole (one bad trajectory never fails a corpus), and so is one whose
+    ``state_hash`` repeats the previous step's while its variables differ
+    (the build takes an equal hash for an unchanged state); a step id found in two
     files is an error of the corpus, not of either file. ``progress`` counts files.
     """
     stats: list[StepStats] = []
@@ -231,11 +233,17 @@ def scan(paths: Sequence[Path], progress: Progress | None = None) -> tuple[list[
         if progress is not None:
             progress("select", done, len(paths))
         mine: dict[str, StepStats] = {}
+        previous: Step | None = None
         try:
             for step in iter_steps(path):
                 key = example_id(step.trajectory_id, step.step)
                 if key in mine:
                     raise TrajectoryError(f"{path}: step {key} occurs twice in the file")
+                if previous is not None and step.state_hash == previous.state_hash and step.runtime != previous.runtime:
+                    raise TrajectoryError(
+                        f"{path}: step {key} has the state_hash of the step before, not its variables'"
+                    )
+                previous = step
                 mine[key] = StepStats(
                     key,
                     step.step,

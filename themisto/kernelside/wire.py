@@ -89,6 +89,7 @@ class SnapshotRequest(Record):
     repr_timeout: float  # seconds one variable's description may take
     max_variables: int  # variables described (by name); the rest are counted
     known: int  # the generation of the last snapshot the host received: unchanged variables go by name alone
+    announce: str | None  # the file where the kernel says the cell finished, before the snapshot begins
 
 
 @dataclasses.dataclass(frozen=True)

@@ -195,8 +195,19 @@ def private_folders(root: Path, isolate_home: bool, environ: Mapping[str, str]) 
 
 
 # Devices a kernel may open for writing in the sandbox: the null and random devices, shared memory (POSIX
-# semaphores and shm_open, which multiprocessing, joblib and PyTorch use), GPUs.
-WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm", "/dev/dri")
+# semaphores and shm_open, which multiprocessing, joblib and PyTorch use), pseudo-terminals (IPython runs
+# `!command` lines in one), GPUs.
+WRITABLE_DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/shm",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/dri",
+)
 GPU_DEVICES = "/dev/nvidia*"
 
 
@@ -295,13 +306,20 @@ LAUNCHER_STOP_TIMEOUT = 5.0
 
 
 def supervised_kernel_manager(
-    kernel_name: str, max_memory: int | None, max_cpu_seconds: int | None, *, sandbox: Sandbox | None
+    kernel_name: str,
+    max_memory: int | None,
+    max_cpu_seconds: int | None,
+    *,
+    sandbox: Sandbox | None,
+    transport: str = "ipc",
 ) -> Any:
     """A kernel manager for ``kernel_name`` whose kernel (and its restarts) runs under the launcher.
 
     The launcher (:mod:`themisto.recording.launcher`) applies the limits, confines the kernel to
-    ``sandbox`` (None: unconfined; its socket folder is added to the paths it may write) and kills
-    every process the kernel started when the kernel is shut down.
+    ``sandbox`` (None: unconfined) and kills every process the kernel started when the kernel is shut
+    down. Over ``ipc`` (the default) the sandbox may write the socket folder; over ``tcp`` it may bind
+    the kernel's own five ports and no other, so a process that enters a domain of its own inside it (a
+    forked prediction) reaches the kernel's sockets neither by path nor by port.
     """
     from jupyter_client import KernelManager
 
@@ -310,6 +328,9 @@ def supervised_kernel_manager(
     class SupervisedKernelManager(KernelManager):
         def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
             command = super().format_kernel_cmd(extra_arguments)
+            if confined is not None and self.transport == "tcp":  # the ports are chosen by now (and on restart)
+                ports = (self.shell_port, self.iopub_port, self.stdin_port, self.control_port, self.hb_port)
+                return launcher_command(command, max_memory, max_cpu_seconds, replace(confined, bind_ports=ports))
             return launcher_command(command, max_memory, max_cpu_seconds, confined)
 
         async def _async_kill_kernel(self, restart: bool = False) -> None:
@@ -319,7 +340,7 @@ def supervised_kernel_manager(
             await super()._async_kill_kernel(restart=restart)
 
     confined = sandbox
-    if os.name != "posix":  # no ipc transport on Windows
+    if os.name != "posix" or transport == "tcp":  # no ipc transport on Windows
         return SupervisedKernelManager(kernel_name=kernel_name, kernel_spec_manager=kernel_specs())
     # Unix sockets in a private folder (mode 0700) rather than TCP ports on localhost: no port
     # another local user could connect to, and no "Kernel is running over TCP without encryption"

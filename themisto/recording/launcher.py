@@ -34,7 +34,7 @@ and waits):
 - The kernel is confined (unless ``--no-sandbox``): just before it becomes the kernel command it enters a
   Landlock domain (:mod:`themisto.kernelside.landlock`) in which it may write only beneath the ``--writable``
   paths (its working directory and private folders), connect or bind no TCP socket (unless
-  ``--allow-network``), and signal, ptrace or reach by abstract socket no process outside the domain: not
+  ``--allow-network``; it may bind the ``--bind-port`` ports, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
   this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
   inherits the domain.
 - A kernel started by root loses, from its capability bounding set, the
@@ -77,10 +77,12 @@ class Sandbox:
 
     writable: tuple[str, ...]
     allow_network: bool = False
+    bind_ports: tuple[int, ...] = ()  # TCP ports the kernel may bind without the network (its own, over tcp)
 
     def arguments(self) -> list[str]:
         """The launcher's options that set up this domain."""
         options = [option for path in self.writable for option in ("--writable", path)]
+        options += [option for port in self.bind_ports for option in ("--bind-port", str(port))]
         return options + (["--allow-network"] if self.allow_network else [])
 
 
@@ -153,7 +155,9 @@ def _become_kernel(
 
 def confine(sandbox: Sandbox) -> int:
     """Enter the Landlock domain of ``sandbox`` (this process, single-threaded, from now on); the ABI in force."""
-    return landlock.confine(sandbox.writable, allow_network=sandbox.allow_network, scope=True)
+    return landlock.confine(
+        sandbox.writable, allow_network=sandbox.allow_network, scope=True, bind_ports=sandbox.bind_ports
+    )
 
 
 def kill_descendants() -> None:
@@ -248,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
         "--writable", action="append", default=[], metavar="PATH", help="a path the kernel may write beneath"
     )
     parser.add_argument("--allow-network", action="store_true", help="let the kernel use TCP")
+    parser.add_argument(
+        "--bind-port", action="append", type=int, default=[], metavar="PORT", help="a TCP port the kernel may bind"
+    )
     parser.add_argument("--no-sandbox", action="store_true", help="run the kernel unconfined")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the kernel command line")
     args = parser.parse_args(argv)
@@ -256,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("no kernel command given")
     if not args.no_sandbox and not args.writable:
         parser.error("give the kernel's --writable paths, or --no-sandbox")
-    sandbox = None if args.no_sandbox else Sandbox(tuple(args.writable), args.allow_network)
+    sandbox = None if args.no_sandbox else Sandbox(tuple(args.writable), args.allow_network, tuple(args.bind_port))
     # interrupts are sent to the whole process group and are meant for the kernel alone
     signal.signal(signal.SIGINT, lambda signum, frame: None)
     status = None

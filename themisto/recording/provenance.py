@@ -28,7 +28,7 @@ import json
 import os
 import types
 import typing
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,11 +141,11 @@ def read_provenance(trajectory: Path) -> Provenance | None:
         )
         options = workdir = None
         if data.get("options") is not None:
-            known = {f.name for f in fields(RecordOptions)}
-            # an option this version does not know is ignored; one the file lacks keeps its default
-            values = {name: value for name, value in data["options"].items() if name in known and name != "workdir"}
+            # an option this version does not record is ignored (a trust option a file names among them: it is
+            # never the file's to set); one the file lacks keeps its default
+            values = {name: value for name, value in data["options"].items() if name in RECORDED and name != "workdir"}
             for name, value in values.items():
-                values[name] = _checked_option(name, value)
+                _check_option(name, value)
             place = data["workdir"]
             workdir = None if place["path"] is None else (folder / place["path"]).resolve()
             options = RecordOptions(**values, workdir=workdir if place["policy"] == GIVEN else None)
@@ -164,18 +164,13 @@ def read_provenance(trajectory: Path) -> Provenance | None:
         raise InputError(f"{path}: not a Themisto provenance file ({type(exc).__name__}: {exc})") from None
 
 
-def _checked_option(name: str, value: Any) -> Any:
-    """``value`` as option ``name`` (a JSON list as a tuple of strings); ValueError unless it has the declared type."""
+def _check_option(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` has the type RecordOptions declares for option ``name``."""
     hint = typing.get_type_hints(RecordOptions)[name]
-    if typing.get_origin(hint) is tuple:
-        if not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
-            raise ValueError(f"option {name} is {value!r}")
-        return tuple(value)
     kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     kinds += (int,) if float in kinds else ()  # JSON may write a whole float as an integer
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise ValueError(f"option {name} is {value!r}")
-    return value
 
 
 def copy_provenance(trajectory: Path, copy: Path) -> None:

@@ -119,8 +119,9 @@ class ForkingSession:
             root=str(self.workdir),
             scratch=str(self.scratch),
             confine=self.options.sandbox,
-            # the children's snapshots name the variables unchanged since the recorder's last one
-            snapshot=self.recorder.snapshot_request(),
+            # the children's snapshots name the variables unchanged since the recorder's last one, and announce
+            # nothing (the recorder's file is not theirs to write)
+            snapshot=replace(self.recorder.snapshot_request(), announce=None),
         )
 
     def fork_execution(self, codes: Sequence[str]) -> Execution:
