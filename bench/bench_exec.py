@@ -50,7 +50,7 @@ TARGET_OVERHEAD_MS = 20.0
 def _run(folder: Path) -> Path:
     """The baselines' next-cell sample logs under ``folder``, from real lm-eval runs."""
     from themisto.evaluation import evaluate
-    from themisto.evaluation.execution import NEXT_CELL_TASKS
+    from themisto.evaluation.exec import NEXT_CELL_TASKS
 
     for model in MODELS:
         evaluate(model, tasks=NEXT_CELL_TASKS, output_path=folder, data=str(ROOT / "hf_dataset"))
@@ -135,9 +135,9 @@ def _interleaved(plans: list[Any], recorded: dict[str, Any], options: Any, repet
     whole replay takes; alternating trajectory by trajectory lets both sides
     see the same load, so their difference is the scoring's own cost.
     """
-    from themisto.evaluation.execution import score_trajectory
+    from themisto.evaluation.exec import score_trajectory
 
-    totals = {"replay": 0.0, "scoring": 0.0, "own": 0.0, "runs": 0.0}
+    totals = {"replay": 0.0, "scoring": 0.0, "own": 0.0, "runs": 0.0, "restores": 0.0}
     for index, plan in enumerate(plans):
         order = ("replay", "scoring") if (index + repetition) % 2 == 0 else ("scoring", "replay")
         for side in order:
@@ -150,18 +150,14 @@ def _interleaved(plans: list[Any], recorded: dict[str, Any], options: Any, repet
                     raise RuntimeError(f"{plan.trajectory_id}: {scores.failure}")
                 totals["own"] += scores.execution_seconds
                 totals["runs"] += scores.executions
+                totals["restores"] += scores.restores  # the baselines never reach the replay: 0
             totals[side] += time.perf_counter() - started
     return totals
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    from themisto.evaluation.execution import (
-        exec_score,
-        find_sample_logs,
-        load_recorded,
-        plan_codes,
-        reference_logs,
-    )
+    from themisto.evaluation.exec import exec_score, find_sample_logs, load_recorded
+    from themisto.evaluation.exec.inputs import plan_codes, reference_logs
     from themisto.recording.options import RecordOptions
     from themisto.recording.record import select_shard
 
@@ -175,8 +171,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         options = RecordOptions(timeout=120, workdir=workdir)
         run_dir = _run(Path(scratch) / "run")
         logs = find_sample_logs([run_dir])
-        recorded = load_recorded({p.trajectory_id for log in logs for p in log.predictions}, str(ROOT / "hf_dataset"))
-        plans = plan_codes(logs + reference_logs(logs, recorded, run_dir))
+        recorded = load_recorded(
+            {p.trajectory_id for log in logs for p in log.predictions}, str(ROOT / "hf_dataset")
+        ).steps
+        plans = plan_codes(reference_logs(logs, recorded, run_dir) + logs)
         if shard is not None:
             plans = select_shard(plans, *shard)
         for repetition in range(repetitions):
@@ -200,7 +198,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 f"bench_exec: repetition {repetition + 1}: exec-score {scoring[-1]:.1f} s; per trajectory, replay"
                 f" {pairs['replay']:.1f} s, scoring {pairs['scoring']:.1f} s, predictions {pairs['own']:.1f} s"
                 f" ({runs} runs, {report.steps_replayed} steps); overhead side by side {side[-1]:.1f} ms,"
-                f" within the run {within[-1]:.1f} ms per run; bare fork {floor[-1]:.1f} ms",
+                f" within the run {within[-1]:.1f} ms per run; bare fork {floor[-1]:.1f} ms;"
+                f" replays restored {pairs['restores']:.0f}",
                 file=sys.stderr,
             )
     score_s, replay_s, own_s = (statistics.median(values) for values in (scoring, replay, own))

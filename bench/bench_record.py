@@ -8,7 +8,9 @@ Rows:
   nbclient as notebooks (one per kernel session: a restart in the log starts
   the next notebook in a fresh kernel), both in a temporary working directory
   (the sessions write files); target (issue 5) <= 1.2x;
-- throughput of the corpus at ``--jobs 1`` and ``--jobs 2`` (steps per second).
+- throughput of the corpus at ``--jobs 1`` and ``--jobs 2`` (steps per second);
+- the sandbox's cost: the notebook recorded in its Landlock sandbox vs with
+  ``--no-sandbox``; target (issue 21) <= 1.05x.
 
 Every measure is wall time, kernel start to shutdown; repetitions are
 interleaved and medians compared. ``--quick`` runs one repetition.
@@ -101,13 +103,13 @@ def _plain(path: Path) -> float:
     return time.perf_counter() - started
 
 
-def _recorded(path: Path, out_dir: Path) -> float:
+def _recorded(path: Path, out_dir: Path, sandbox: bool = True) -> float:
     """Wall time of ``record_source`` on the notebook, kernel start to shutdown."""
     from themisto.recording.options import RecordOptions
     from themisto.recording.record import record_source
 
     started = time.perf_counter()
-    record_source(path, out_dir, RecordOptions(timeout=600, overwrite=True))
+    record_source(path, out_dir, RecordOptions(timeout=600, overwrite=True, sandbox=sandbox))
     return time.perf_counter() - started
 
 
@@ -199,6 +201,7 @@ def run(quick: bool = False) -> list[dict]:
     repetitions = 1 if quick else 3
     plain: list[float] = []
     recorded: list[float] = []
+    unconfined: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         path = _notebook(folder)
@@ -206,16 +209,25 @@ def run(quick: bool = False) -> list[dict]:
         for _ in range(repetitions):
             plain.append(_plain(path))
             recorded.append(_recorded(path, folder / "out"))
+            unconfined.append(_recorded(path, folder / "out", sandbox=False))
         corpus = _corpus_rows(repetitions, folder)
     ratio = statistics.median(recorded) / statistics.median(plain)
+    cost = statistics.median(recorded) / statistics.median(unconfined)
     return corpus + [
+        {
+            "benchmark": "record",
+            "measure": f"record in the sandbox / with --no-sandbox ({len(CELLS)} cells, median of {repetitions})",
+            "target": "<= 1.05x",
+            "value": f"{cost:.3f}x ({statistics.median(recorded):.2f} s vs {statistics.median(unconfined):.2f} s)",
+            "passed": cost <= 1.05,
+        },
         {
             "benchmark": "record",
             "measure": f"record / plain nbclient wall time ({len(CELLS)} cells, median of {repetitions})",
             "target": "<= 1.5x",
             "value": f"{ratio:.2f}x ({statistics.median(recorded):.2f} s vs {statistics.median(plain):.2f} s)",
             "passed": ratio <= 1.5,
-        }
+        },
     ]
 
 

@@ -215,7 +215,8 @@ def test_a_cell_that_kills_the_recorder_does_not_stop_every_later_resume(tmp_pat
     cells = ["a = 1", killer + "os.kill(recorder, 9)", "b = 2\nb"]
     notebook = write_notebook(tmp_path / "killer.ipynb", cells)
     out = tmp_path / "out"
-    killed = run_themisto("record", str(notebook), "-o", str(out))
+    # unconfined (the sandbox would refuse the signal): what the recorder does after any death mid-step
+    killed = run_themisto("record", str(notebook), "-o", str(out), "--no-sandbox")
     assert killed.returncode == -signal.SIGKILL
     assert [step.code for step in read_trajectory(out / "killer.jsonl")] == cells[:1]
     assert lock_path(out / "killer.jsonl").exists()  # it says which step was running
@@ -303,3 +304,75 @@ def test_a_build_killed_at_any_moment_leaves_one_whole_build(tmp_path: Path) -> 
     assert os.waitpid(fork_build(trajectories, out, 0), 0)[1] == 0
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
     assert tree(out) == {**references[0], "LICENSE": license_hash}
+
+
+# --- a build never deletes what is not a build ---------------------------------------------------
+
+
+def leftovers(folder: Path) -> list[str]:
+    """The hidden entries of ``folder``: what a build may leave behind (staging folders, locks)."""
+    return sorted(path.name for path in folder.iterdir() if path.name.startswith("."))
+
+
+def test_b12_a_build_into_the_folder_of_its_inputs_or_of_other_files_is_refused_and_deletes_nothing(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    write_corpus(data / "trajectories", 2, 40)
+    (data / "trajectories" / "nb000.provenance.json").write_text("{}")
+    (data / "notes.txt").write_text("mine")
+    before = tree(data)
+    for out in (data, data / "trajectories"):
+        refused = run_themisto("build", str(data / "trajectories"), "-o", str(out), "--sample", "all")
+        assert refused.returncode == 2
+        assert_one_line_error(refused.stderr, "build", "lies in the output folder", "another folder")
+    assert tree(data) == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "todo.txt").write_text("mine")
+    refused = run_themisto("build", str(data / "trajectories"), "-o", str(other), "--sample", "all")
+    assert refused.returncode == 2
+    assert_one_line_error(refused.stderr, "build", "not a Themisto build (todo.txt)", "new or empty folder")
+    assert tree(other) == {"todo.txt": hashlib.sha256(b"mine").hexdigest()} and leftovers(tmp_path) == []
+    # a previous build is a build's to replace, and an input lying in one is refused as well
+    built = tmp_path / "built"
+    for _ in range(2):
+        replaced = run_themisto("build", str(data / "trajectories"), "-o", str(built), "--sample", "all")
+        assert replaced.returncode == 0, replaced.stderr
+    shutil.copy(data / "trajectories" / "nb001.jsonl", built / "nb001.jsonl")
+    refused = run_themisto("build", str(built / "nb001.jsonl"), "-o", str(built), "--sample", "all")
+    assert refused.returncode == 2 and (built / "nb001.jsonl").exists()
+
+
+def test_b11_a_build_into_a_link_replaces_the_links_target_or_refuses_leaving_nothing_behind(tmp_path: Path) -> None:
+    trajectories = tmp_path / "trajectories"
+    write_corpus(trajectories, 2, 40)
+    link, target = tmp_path / "link", tmp_path / "target"
+    link.symlink_to(target)
+    refused = run_themisto("build", str(trajectories), "-o", str(link), "--sample", "all")
+    assert refused.returncode == 2
+    assert_one_line_error(refused.stderr, "build", "is a link to", "which is not a folder")
+    assert link.is_symlink() and not target.exists() and leftovers(tmp_path) == []
+    target.mkdir()
+    for _ in range(2):  # a first build, then one that replaces it
+        built = run_themisto("build", str(trajectories), "-o", str(link), "--sample", "all")
+        assert built.returncode == 0, built.stderr
+        assert link.is_symlink() and link.resolve() == target.resolve() and (target / "README.md").is_file()
+        assert leftovers(tmp_path) == []
+
+
+def test_b17_import_zenodo_refuses_to_replace_a_recorded_trajectory_without_overwrite(tmp_path: Path) -> None:
+    from test_zenodo import published_steps
+
+    out = tmp_path / "trajectories"
+    [recorded] = write_corpus(out, 1, 10)  # nb000.jsonl, as a recording left it
+    before = recorded.read_bytes()
+    record = tmp_path / "nb000.json"
+    record.write_text(json.dumps(published_steps(2)))
+    refused = run_themisto("import-zenodo", str(record), "-o", str(out))
+    assert refused.returncode == 2
+    assert_one_line_error(refused.stderr, "import-zenodo", f"{recorded} exists", "--overwrite")
+    assert recorded.read_bytes() == before and sorted(path.name for path in out.iterdir()) == ["nb000.jsonl"]
+    replaced = run_themisto("import-zenodo", str(record), "-o", str(out), "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert [step.code for step in read_trajectory(recorded)] == ["x = 0\nprint(x * 2)", "x = 1\nprint(x * 2)"]

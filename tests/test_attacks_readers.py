@@ -6,14 +6,16 @@ SECURITY.md, threat 10. What is read is run in a real kernel where it matters.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
-from attacks import assert_one_line_error, write_notebook
+from attacks import assert_one_line_error, run_themisto, write_notebook
 from synthetic import write_corpus
 
 from themisto.cli import main
 from themisto.recording.sources.june import read_june_log
+from themisto.recording.zenodo import MAX_FILE_BYTES, MAX_TOTAL_BYTES
 from themisto.trajectory import read_trajectory
 
 
@@ -101,3 +103,25 @@ def test_a_damaged_parquet_file_under_show_is_one_line(
     capsys.readouterr()
     assert main(["show", "output_prediction", "nb000/3", "--data", str(dataset)]) == 2
     assert_one_line_error(capsys.readouterr().err, "show", f"{split}: not a readable Parquet file")
+
+
+def test_f17_a_small_zip_whose_members_inflate_past_the_total_is_refused_before_any_is_read(tmp_path: Path) -> None:
+    from test_zenodo import published_steps
+
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for index in range(3):
+            bundle.writestr(f"nb{index}.json", json.dumps(published_steps(1)))
+    # each member declares 300 MB, under the limit of one member, as three members of zeros would
+    member = 300 << 20
+    assert member < MAX_FILE_BYTES < 3 * member and MAX_TOTAL_BYTES < 3 * member
+    data = bytearray(archive.read_bytes())
+    entry = -1
+    for _ in range(3):
+        entry = data.index(b"PK\x01\x02", entry + 1)
+        data[entry + 24 : entry + 28] = member.to_bytes(4, "little")
+    archive.write_bytes(bytes(data))
+    result = run_themisto("import-zenodo", str(archive), "-o", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert_one_line_error(result.stderr, "import-zenodo", f"over {MAX_TOTAL_BYTES} bytes uncompressed in all")
+    assert not (tmp_path / "out").exists()

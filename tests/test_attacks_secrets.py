@@ -23,7 +23,7 @@ from attacks import (
 )
 
 from themisto.cli import main
-from themisto.recording.environment import is_credential, kernel_environment
+from themisto.recording.environment import allowed_environment, is_credential, kernel_environment
 from themisto.trajectory import read_trajectory
 
 # Each credential the issue names, with a value no other process holds.
@@ -37,6 +37,21 @@ SECRETS = {
     "PIP_INDEX_URL": "https://user:themisto-attack-7@pypi.example/simple",
     "HF_TOKEN": "hf_themisto-attack-8",
     "X_AUTH": "themisto-attack-9",
+}
+# Credentials no name rule catches (issue 21, A3), and one variable of no meaning: the kernel gets none of
+# them, because it gets only an allowlist. JUPYTER_TOKEN is allowlisted by its prefix and still left out.
+UNNAMED_SECRETS = {
+    "SSHPASS": "themisto-attack-10",
+    "CI_JOB_JWT_V2": "themisto-attack-11",
+    "HTTP_AUTHORIZATION": "Bearer themisto-attack-12",
+    "LDAP_BIND_PW": "themisto-attack-13",
+    "SMTPPASS": "themisto-attack-14",
+    "DB_CREDS": "themisto-attack-15",
+    "privateKey": "themisto-attack-16",
+    "JDBC_URL": "jdbc:mysql://db.example/app?user=app&password=themisto-attack-17",
+    "MONGO_URI": "mongodb://app:pa/ss-themisto-attack-18@db.example/app",
+    "JUPYTER_TOKEN": "themisto-attack-19",
+    "SOME_SETTING": "themisto-attack-20",
 }
 
 # A cell that reads the environment of the kernel and of each of its ancestors, and names the processes
@@ -74,7 +89,7 @@ def assert_no_leak(out: Path) -> None:
     assert report["kernel"] in report["readable"]
     for file in out.iterdir():
         text = file.read_text(errors="replace")
-        assert not [value for value in SECRETS.values() if value in text], file
+        assert not [value for value in [*SECRETS.values(), *UNNAMED_SECRETS.values()] if value in text], file
 
 
 @pytest.mark.parametrize(
@@ -98,12 +113,40 @@ def test_credential_names_and_values(name: str, value: str, secret: bool) -> Non
     assert (name in kernel_environment({name: value})) is not secret
 
 
+@pytest.mark.parametrize("name", sorted(UNNAMED_SECRETS))
+def test_the_kernel_gets_an_allowlist_so_credentials_of_any_name_are_absent(name: str) -> None:
+    environ = {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1", name: UNNAMED_SECRETS[name]}
+    kernel = allowed_environment(environ)
+    assert kernel == {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+    assert allowed_environment(environ, pass_env=[name])[name] == UNNAMED_SECRETS[name]  # unless the user asks
+
+
 @pytest.mark.kernel
 def test_record_command_leaves_no_secret_to_any_ancestor_of_the_kernel(tmp_path: Path) -> None:
     notebook = probe_notebook(tmp_path / "probe.ipynb")
-    result = run_themisto("record", str(notebook), "-o", str(tmp_path / "out"), env=process_environment(**SECRETS))
+    environment = process_environment(**SECRETS, **UNNAMED_SECRETS)
+    result = run_themisto("record", str(notebook), "-o", str(tmp_path / "out"), env=environment)
     assert result.returncode == 0, result.stderr
     assert_no_leak(tmp_path / "out")
+
+
+@pytest.mark.kernel
+def test_pass_env_gives_the_kernel_a_variable_the_allowlist_leaves_out(tmp_path: Path) -> None:
+    cell = "import os\nprint(os.environ.get('SOME_SETTING'), os.environ.get('HF_TOKEN'), 'PATH' in os.environ)"
+    notebook = write_notebook(tmp_path / "passed.ipynb", [cell])
+    environment = process_environment(**SECRETS, **UNNAMED_SECRETS)
+    out = tmp_path / "out"
+    passed = run_themisto("record", str(notebook), "-o", str(out), "--pass-env", "SOME_SETTING", env=environment)
+    assert passed.returncode == 0, passed.stderr
+    assert [step.output for step in read_trajectory(out / "passed.jsonl")] == ["themisto-attack-20 None True"]
+    # a credential the user names reaches the kernel too: the recorder keeps it for the kernel alone
+    named = run_themisto(
+        "record", str(notebook), "-o", str(out), "--overwrite", "--pass-env", "HF_TOKEN", env=environment
+    )
+    assert named.returncode == 0, named.stderr
+    assert [step.output for step in read_trajectory(out / "passed.jsonl")] == ["None hf_themisto-attack-8 True"]
+    unset = run_themisto("record", str(notebook), "-o", str(out), "--pass-env", "THEMISTO_UNSET_VARIABLE")
+    assert unset.returncode == 2 and "--pass-env THEMISTO_UNSET_VARIABLE: no such variable" in unset.stderr
 
 
 @pytest.mark.kernel
@@ -149,7 +192,8 @@ def test_isolate_home_hides_the_users_home_files(
     notebook = write_notebook(tmp_path / "home.ipynb", [cell])
     assert main(["record", str(notebook), "-o", str(tmp_path / "plain")]) == 0
     [plain] = read_trajectory(tmp_path / "plain" / "home.jsonl")
-    assert plain.output == f"{home} ['.cache', '.netrc'] True True"  # the control: without the option they are found
+    # the control: without the option the home's files are found, but for the cache, which is the kernel's own
+    assert plain.output == f"{home} ['.cache', '.netrc'] True False"
     assert main(["record", str(notebook), "-o", str(tmp_path / "isolated"), "--isolate-home"]) == 0
     [isolated] = read_trajectory(tmp_path / "isolated" / "home.jsonl")
     kernel_home, rest = isolated.output.split(" ", 1)

@@ -5,8 +5,10 @@ SECURITY.md, threats 3 and 4. Real kernels, real builds.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import nbformat
 import pyarrow.parquet as pq
 import pytest
 from attacks import assert_one_line_error, run_themisto, write_notebook
@@ -17,7 +19,7 @@ from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
 from themisto.recording.kernel import MAX_NAME_CHARS, MAX_TYPE_CHARS
 from themisto.recording.options import RecordOptions
-from themisto.trajectory import read_trajectory
+from themisto.trajectory import Step, read_trajectory
 from themisto.vocabulary import TRAJECTORIES
 
 pytestmark = pytest.mark.kernel  # every test but one records with a real kernel (that one builds for seconds)
@@ -170,3 +172,117 @@ def test_build_skips_invalid_trajectories_with_one_warning_each(tmp_path: Path) 
     assert "skipped 2 invalid trajectory file(s)" in result.stdout
     built = pq.read_table(parquet_path(tmp_path / "dataset", TRAJECTORIES, "full"), columns=["trajectory_id"])
     assert set(built.column("trajectory_id").to_pylist()) == {"nb000", "nb001", "nb002"}
+
+
+def test_f12_a_trajectory_whose_state_hash_lies_about_its_runtime_is_skipped_with_one_warning(tmp_path: Path) -> None:
+    corpus = tmp_path / "trajectories"
+    write_corpus(corpus, 2, 60)
+    liar = synthetic_steps("liar", 30)
+    changed = next(i for i in range(1, 30) if liar[i].runtime != liar[i - 1].runtime and not liar[i].restarted)
+    liar[changed].state_hash = liar[changed - 1].state_hash  # "nothing changed", while the variables did
+    write_steps(corpus / "liar.jsonl", liar)
+    result = run_themisto("build", str(corpus), "-o", str(tmp_path / "dataset"), "--sample", "all")
+    assert result.returncode == 0, result.stderr
+    [warning] = result.stderr.strip().splitlines()
+    assert warning.startswith(f"skipped {corpus / 'liar.jsonl'}:") and "state_hash of the step before" in warning
+    built = pq.read_table(parquet_path(tmp_path / "dataset", TRAJECTORIES, "full"), columns=["trajectory_id"])
+    assert set(built.column("trajectory_id").to_pylist()) == {"nb000", "nb001"}
+
+
+# --- hostile state and input (issue 21: C4, F9, C8, C10-C12) --------------------------------------
+
+
+def recorded_steps(tmp_path: Path, name: str, cells: list[str], *options: str) -> list[Step]:
+    """Record ``cells`` through ``themisto record`` (which must exit 0); the steps."""
+    notebook = write_notebook(tmp_path / f"{name}.ipynb", cells)
+    result = run_themisto("record", str(notebook), "-o", str(tmp_path / "out"), *options)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return read_trajectory(tmp_path / "out" / f"{name}.jsonl")
+
+
+def test_c4_a_variable_named_by_a_lone_surrogate_is_recorded_and_the_kernel_lives(tmp_path: Path) -> None:
+    named, after = recorded_steps(tmp_path, "surrogate", ["globals()['\\ud800'] = 1", "x = 2\nx"])
+    assert named.error is None and [(v.name, v.repr) for v in named.runtime] == [("?", "1")]
+    assert not after.restarted and after.output == "2" and sorted(v.name for v in after.runtime) == ["?", "x"]
+
+
+def test_f9_a_lone_surrogate_in_a_notebooks_code_is_recorded_cleaned(tmp_path: Path) -> None:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("s = '\ud800'\nprint(len(s))", id="c0")]
+    path = tmp_path / "code.ipynb"
+    path.write_text(json.dumps(notebook), encoding="utf-8")  # \ud800 escaped, as a notebook may hold it
+    result = run_themisto("record", str(path), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    [step] = read_trajectory(tmp_path / "out" / "code.jsonl")
+    assert step.code == "s = '?'\nprint(len(s))" and step.output == "1" and step.error is None
+
+
+def test_c8_a_cell_that_patches_json_dumps_neither_crashes_the_recorder_nor_forges_a_snapshot(tmp_path: Path) -> None:
+    cells = [
+        "kept = 1",
+        "import json\njson.dumps = lambda *args, **kwargs: '{\"forged\": 1}'",
+        "z = 4\nz",
+    ]
+    kept, patched, after = recorded_steps(tmp_path, "dumps", cells, "--timeout", "10")
+    assert [v.name for v in kept.runtime] == ["kept"]
+    # every message the kernel sends is now that text: the kernel no longer talks, so it is restarted
+    assert patched.error is not None and patched.error["ename"] == "DeadKernelError"
+    assert after.restarted and after.output == "4" and [v.name for v in after.runtime] == ["z"]
+
+
+# A cell that makes a variable, prints, and then its snapshot meets the hostile repr below.
+HOSTILE_REPRS = {
+    # swallows the snapshot's time limit and the recorder's interrupt alike
+    "swallow": "class Hostile:\n    def __repr__(self):\n        import time\n        while True:\n"
+    "            try:\n                time.sleep(0.05)\n            except BaseException:\n                pass",
+    # ends the kernel process
+    "exit": "class Hostile:\n    def __repr__(self):\n        import os\n        os._exit(3)",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_REPRS))
+def test_c10_c11_a_repr_that_kills_or_hijacks_the_snapshot_is_a_snapshot_error_the_cell_kept(
+    tmp_path: Path, kind: str
+) -> None:
+    cells = [HOSTILE_REPRS[kind] + "\nhostile = Hostile()\nprint('made')", "a = 1\na"]
+    hostile, after = recorded_steps(tmp_path, kind, cells, "--timeout", "6", "--repr-timeout", "0.5")
+    assert hostile.error is None and hostile.output == "made" and hostile.execution_time < 5
+    assert hostile.runtime == [] and hostile.snapshot_error is not None
+    expected = "nor stop when interrupted" if kind == "swallow" else "died while taking the snapshot (exit code 3)"
+    assert expected in hostile.snapshot_error
+    assert after.restarted and after.output == "1" and after.error is None
+
+
+def test_c12_a_cell_that_disables_the_timer_still_has_its_slow_repr_cut_short(tmp_path: Path) -> None:
+    cell = (
+        "import signal, time\nsignal.setitimer = lambda *args, **kwargs: (0.0, 0.0)\n"
+        "class Slow:\n    def __repr__(self):\n        time.sleep(60)\n        return 'slow'\n"
+        "slow = Slow()\nprint('made')"
+    )
+    slow, after = recorded_steps(tmp_path, "timer", [cell, "a = 1"], "--timeout", "30", "--repr-timeout", "0.5")
+    assert slow.error is None and slow.output == "made" and slow.snapshot_error is None
+    described = {variable.name: variable for variable in slow.runtime}
+    assert described["slow"].repr_failed and "timed out after 0.5 s" in described["slow"].repr
+    assert not after.restarted and "a" in [variable.name for variable in after.runtime]
+
+
+def test_the_kernel_side_module_calls_what_it_bound_at_install_not_what_a_cell_patched_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import builtins
+    import io
+    import json as real_json
+    import signal as real_signal
+    import sys as real_sys
+
+    from themisto.kernelside import snapshot
+
+    monkeypatch.setattr(real_json, "dumps", lambda *args, **kwargs: '{"forged": 1}')
+    monkeypatch.setattr(real_signal, "setitimer", lambda *args, **kwargs: (0.0, 0.0))
+    monkeypatch.setattr(builtins, "len", lambda value: 99)
+    monkeypatch.setattr(real_sys, "stdout", io.StringIO())  # data attributes stay live: the streams it guards
+    assert snapshot.json.dumps({"a": 1}) == '{"a": 1}'  # type: ignore[attr-defined]
+    assert snapshot.signal.setitimer is not real_signal.setitimer  # type: ignore[attr-defined]
+    assert snapshot.cheap_len([1, 2]) == 2
+    assert snapshot.sys.stdout is real_sys.stdout  # type: ignore[attr-defined]

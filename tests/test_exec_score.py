@@ -11,17 +11,14 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
+from exec_logs import write_next_cell_logs
 
 from themisto.cli import main
-from themisto.evaluation.execution import (
-    ExecReport,
-    ForkingRecorder,
-    exec_samples_name,
-    exec_score,
-    parse_outcome,
-    state_key,
-)
+from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
+from themisto.evaluation.exec.replay import parse_outcome
+from themisto.evaluation.exec.session import ForkingSession, state_key
 from themisto.evaluation.metrics import exact_match
+from themisto.kernelside.wire import ChildResult
 from themisto.recording.kernel import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
@@ -81,30 +78,6 @@ def _record(folder: Path, cells: list[str] = CELLS) -> Path:
     return path
 
 
-def _sample(trajectory: list[Step], step: int, prediction: str) -> dict[str, Any]:
-    """One line of an lm-eval next-cell sample log, as ``--log_samples`` writes it."""
-    target, trajectory_id = trajectory[step].code, trajectory[step].trajectory_id
-    doc = {"example_id": f"{trajectory_id}/{step}", "trajectory_id": trajectory_id, "step": step, "target": target}
-    return {
-        "doc_id": step,
-        "doc": doc,
-        "target": target,
-        "resps": [[prediction]],
-        "filtered_resps": [prediction],
-        "filter": "answer",
-        "metrics": ["exact_match"],
-        "exact_match": exact_match(prediction, target),
-    }
-
-
-def _write_logs(run_dir: Path, trajectory: list[Step], predictions: dict[tuple[str, str], dict[int, str]]) -> None:
-    for (model, task), by_step in predictions.items():
-        lines = [json.dumps(_sample(trajectory, step, code)) for step, code in by_step.items()]
-        folder = run_dir / model
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"samples_{task}_2026-01-01T00-00-00.000000.jsonl").write_text("\n".join(lines) + "\n")
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = _record(tmp_path_factory.mktemp("exec-recorded"))
@@ -115,7 +88,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def scored(recorded: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ExecReport, float]:
     run_dir = tmp_path_factory.mktemp("exec-run")
-    _write_logs(run_dir, read_trajectory(recorded), PREDICTIONS)
+    write_next_cell_logs(run_dir, read_trajectory(recorded), PREDICTIONS)
     started = time.monotonic()
     report = exec_score([run_dir], trajectories=[recorded], options=RecordOptions(timeout=TIMEOUT))
     return run_dir, report, time.monotonic() - started
@@ -177,14 +150,32 @@ def test_endless_loop_ends_at_the_timeout_and_the_next_prediction_runs(
     assert elapsed < 10 * TIMEOUT  # one timeout, not the kernel's whole budget
 
 
-def test_a_prediction_that_kills_the_kernel_fails_alone(scored: tuple[Path, ExecReport, float]) -> None:
-    run_dir = scored[0]
+def test_a_prediction_cannot_signal_the_kernel_from_its_sandbox(scored: tuple[Path, ExecReport, float]) -> None:
+    run_dir, report = scored[0], scored[1]
     killer = _lines(run_dir, "m2", NEXT_CELL_TASK)[2]
-    assert (killer["exec_ok"], killer["exec_match"]) == (0, 0)
-    assert killer["error"].startswith("DeadKernelError")
-    # the developer's cell at that step ran again after the kernel was rebuilt, and the replay went on
+    assert (killer["exec_ok"], killer["exec_match"], killer["tampered"]) == (0, 0, False)
+    assert killer["error"] == "PermissionError: [Errno 1] Operation not permitted"
+    # the kernel lived on: nothing had to be restored, and the replay went on
+    assert [t.restores for t in report.trajectories] == [0]
     reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)
     assert reference[2]["exec_match"] == 1 and reference[4]["exec_match"] == 1
+
+
+def test_without_the_sandbox_a_prediction_that_kills_the_kernel_fails_alone(recorded: Path, tmp_path: Path) -> None:
+    steps = read_trajectory(recorded)
+    run_dir = tmp_path / "run"
+    killer = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
+    write_next_cell_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {2: killer, 3: "counter = 10", 4: CELLS[4]}})
+    report = exec_score([run_dir], trajectories=[recorded], options=RecordOptions(timeout=60, sandbox=False))
+    lines = _lines(run_dir, "m", NEXT_CELL_TASK)
+    assert (lines[2]["exec_ok"], lines[2]["tampered"]) == (0, True)
+    assert lines[2]["error"].startswith("DeadKernelError")
+    # the replay was rebuilt from its start (with notes.txt, written at step 2) after the run of the step's codes
+    # together, and again after the killer alone (the others ran alone too, unharmed); then the replay went on
+    assert report.trajectories[0].restores == 2
+    assert [lines[step]["exec_match"] for step in (3, 4)] == [1, 1]
+    reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)
+    assert [reference[step]["exec_match"] for step in (2, 3, 4)] == [1, 1, 1]
 
 
 def test_nothing_a_prediction_started_outlives_scoring(scored: tuple[Path, ExecReport, float]) -> None:
@@ -210,6 +201,7 @@ def test_reference_is_the_ceiling_and_files_have_the_contract_format(
             assert set(line) == {"example_id", "trajectory_id", "step", "exec_ok", "exec_match", "state_match"} | {
                 "filter",
                 "diverged",
+                "tampered",
                 "error",
             }
             assert all(line[name] in (0, 1) and type(line[name]) is int for name in ("exec_ok", "exec_match"))
@@ -241,7 +233,7 @@ def test_a_step_whose_replay_diverged_is_excluded(recorded: Path, tmp_path: Path
     changed = tmp_path / "shop.jsonl"
     write_trajectory(changed, steps)
     run_dir = tmp_path / "run"
-    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {5: "counter + 1", 6: CELLS[6]}})
+    write_next_cell_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {5: "counter + 1", 6: CELLS[6]}})
     exec_score([run_dir], trajectories=[changed], options=RecordOptions(timeout=60))
     lines = _lines(run_dir, "m", NEXT_CELL_TASK)
     assert lines[5]["diverged"] is True
@@ -273,7 +265,7 @@ def test_cli_scores_a_real_lm_eval_run_with_trajectories_from_the_build(
     out = tmp_path / "out"
     assert main(["exec-score", str(run_dir), "--data", str(data), "-o", str(out), "--timeout", "60"]) == 0
     table = capsys.readouterr().out
-    assert f"| {REFERENCE_MODEL} | {NEXT_CELL_TASK} | 8 | 0 | 1.000" in table
+    assert f"| {REFERENCE_MODEL} | {NEXT_CELL_TASK} | 8 | 0 | 0 | 1.000" in table
     for task in (NEXT_CELL_TASK, RUNTIME_TASK):
         repeat = _lines(out, "themisto-repeat-last", task)
         assert sorted(repeat) == list(range(8))
@@ -302,7 +294,7 @@ def test_bad_input_is_one_line_and_exit_2(
     empty.mkdir()
     other.mkdir()
     (other / "x.jsonl").write_text(read_trajectory(recorded)[0].to_json().replace('"shop"', '"x"') + "\n")
-    _write_logs(run_dir, read_trajectory(recorded), {("m", NEXT_CELL_TASK): {1: "pass"}})
+    write_next_cell_logs(run_dir, read_trajectory(recorded), {("m", NEXT_CELL_TASK): {1: "pass"}})
     cardonly = tmp_path / "cardonly"
     cardonly.mkdir()
     (cardonly / "README.md").write_text("---\nconfigs: []\n---\n")
@@ -316,7 +308,7 @@ def test_bad_input_is_one_line_and_exit_2(
 def test_a_target_that_is_not_the_trajectory_step_is_rejected(recorded: Path, tmp_path: Path) -> None:
     steps = read_trajectory(recorded)
     run_dir = tmp_path / "run"
-    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {3: "pass"}})
+    write_next_cell_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {3: "pass"}})
     path = next(run_dir.rglob("samples_*.jsonl"))
     path.write_text(path.read_text().replace("counter = 10", "counter = 12"))
     with pytest.raises(Exception, match="pass the trajectories the dataset was built from"):
@@ -339,7 +331,7 @@ def test_predictions_run_under_the_recorders_limits_and_without_credentials(
         # prints the developer's output, 6, only if the scorer's token did not reach the prediction
         ("n", NEXT_CELL_TASK): {1: "import os\nprint(0 if 'HF_TOKEN' in os.environ else 6)"},
     }
-    _write_logs(run_dir, steps, predictions)
+    write_next_cell_logs(run_dir, steps, predictions)
     monkeypatch.setenv("HF_TOKEN", "hf_secret")
     options = RecordOptions(timeout=120, max_cpu_seconds=8, max_memory=2**30)
     started = time.monotonic()
@@ -365,19 +357,20 @@ def test_children_capture_every_output_and_publish_nothing_on_the_kernels_channe
     }
     options = RecordOptions(timeout=60)
     (tmp_path / "work").mkdir()
-    recorder = ForkingRecorder("t", tmp_path / "work", options, scratch=tmp_path)
-    with recorder:
-        recorder.run_cell("x = 41", "c")
-        execution = recorder.fork_execution(list(codes))
+    (tmp_path / "scratch").mkdir()
+    session = ForkingSession("t", tmp_path / "work", options, tmp_path / "scratch")
+    with session:
+        session.run_cell("x = 41", "c")
+        execution = session.fork_execution(list(codes))
         # a child writing to the kernel's IOPub socket would publish under this request's header
         assert execution.collector.outputs == []
         assert execution.reply is not None and execution.reply["content"]["status"] == "ok"
         results = json.loads(execution.reply["content"]["user_expressions"]["fork"]["data"]["text/plain"])
-        before = recorder.before()
+        before = session.before()
         assert before is not None
-        outcomes = [parse_outcome(result, options, before) for result in results]
+        outcomes = [parse_outcome(ChildResult.from_dict(result), options, before) for result in results]
         # and the parent's own next cell is unaffected
-        assert recorder.run_cell("print(x)", "d").output == "41"
+        assert session.run_cell("print(x)", "d").output == "41"
     for (code, expected), outcome in zip(codes.items(), outcomes, strict=True):
         if "warn" in code:  # the warning names the cell's file, which holds the process id
             assert outcome.output.endswith("FutureWarning: careful\n  warnings.warn('careful', FutureWarning)")
@@ -418,7 +411,7 @@ def test_a_trailing_semicolon_hides_the_value_of_its_own_cell_only(tmp_path: Pat
     steps = read_trajectory(path)
     assert [step.output for step in steps] == ["", "", "42", "", "44"]
     run_dir = tmp_path / "run"
-    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {2: "(x + 1)", 3: "x + 2;  # quiet", 4: "x+3"}})
+    write_next_cell_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {2: "(x + 1)", 3: "x + 2;  # quiet", 4: "x+3"}})
     exec_score([run_dir], trajectories=[path], options=RecordOptions(timeout=60))
     for model in ("m", REFERENCE_MODEL):
         lines = _lines(run_dir, model, NEXT_CELL_TASK)
@@ -449,7 +442,7 @@ def test_the_replay_restarts_and_interrupts_where_the_recording_did(tmp_path: Pa
     assert [step.output for step in steps[2:]] == ["False", "", "seed False"]
     run_dir = tmp_path / "run"
     predictions = {2: "'done' in globals()", 3: "a", 4: "print(open('data.txt').read(), 'a' in globals())"}
-    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): predictions})
+    write_next_cell_logs(run_dir, steps, {("m", NEXT_CELL_TASK): predictions})
     started = time.monotonic()
     exec_score([run_dir], trajectories=[path], options=RecordOptions(timeout=60, workdir=workdir))
     assert time.monotonic() - started < 20  # the loop was interrupted, not run out
@@ -476,7 +469,7 @@ def test_a_cell_that_stopped_a_recording_is_not_run_again(tmp_path: Path) -> Non
     steps = _record_session(path, workdir, cells)
     assert steps[2].restarted and steps[2].output == "False False"
     run_dir = tmp_path / "run"
-    _write_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {1: "a", 2: "print(False, False)"}})
+    write_next_cell_logs(run_dir, steps, {("m", NEXT_CELL_TASK): {1: "a", 2: "print(False, False)"}})
     exec_score([run_dir], trajectories=[path], options=RecordOptions(timeout=60, workdir=workdir))
     lines = _lines(run_dir, "m", NEXT_CELL_TASK)
     assert (lines[1]["diverged"], lines[1]["exec_ok"]) == (True, None)  # nothing to compare with: excluded
@@ -496,15 +489,25 @@ def test_a_trajectory_that_fails_ends_alone_and_keeps_what_it_scored(
     steps[1].code = "import os, shutil\nshutil.rmtree(os.getcwd())"
     write_trajectory(path, steps)
     run_dir = tmp_path / "run"
-    _write_logs(run_dir, steps, {("a", NEXT_CELL_TASK): {1: "a + 1", 3: "a"}})
-    _write_logs(run_dir, read_trajectory(recorded), {("b", NEXT_CELL_TASK): {4: CELLS[4], 6: CELLS[6]}})
-    command = ["exec-score", str(run_dir), "--trajectories", str(path), str(recorded), "--timeout", "60"]
+    write_next_cell_logs(run_dir, steps, {("a", NEXT_CELL_TASK): {1: "a + 1", 3: "a"}})
+    write_next_cell_logs(run_dir, read_trajectory(recorded), {("b", NEXT_CELL_TASK): {4: CELLS[4], 6: CELLS[6]}})
+    # (unconfined: the kernel's sandbox would keep the cell from deleting the folder itself)
+    command = [
+        "exec-score",
+        str(run_dir),
+        "--trajectories",
+        str(path),
+        str(recorded),
+        "--timeout",
+        "60",
+        "--no-sandbox",
+    ]
     assert main(command) == 2
     out, err = capsys.readouterr()
     assert "Traceback" not in err
     assert "deleting: failed at step 2 (2 sample line(s) left out): cannot restart kernel: [Errno 2]" in err
     assert err.strip().splitlines()[-1].startswith("themisto exec-score: error: 1 of 2 trajectories failed part-way")
     # what the failed trajectory scored before the failure is kept, and the other trajectory was scored whole
-    assert "| a | themisto_next_cell | 1 | 0 | 1.000" in out
+    assert "| a | themisto_next_cell | 1 | 0 | 0 | 1.000" in out
     assert sorted(_lines(run_dir, "a", NEXT_CELL_TASK)) == [1]
     assert [line["exec_match"] for line in _lines(run_dir, "b", NEXT_CELL_TASK).values()] == [1, 1]

@@ -25,7 +25,7 @@ import pytest
 from themisto.cli import main
 from themisto.exceptions import KernelError
 from themisto.recording.kernel import Recorder
-from themisto.recording.launcher import launcher_command
+from themisto.recording.launcher import Sandbox, launcher_command
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import Step, read_trajectory
@@ -140,9 +140,12 @@ def test_a_memory_limit_too_small_for_the_kernel_is_one_clear_error(tmp_path: Pa
 
 def test_every_kernel_command_runs_under_the_launcher_with_its_limits() -> None:
     command = ["python", "-m", "ipykernel_launcher", "-f", "conn.json"]
-    plain = launcher_command(command, None, None)
-    assert plain == [sys.executable, "-m", "themisto.recording.launcher", "--parent", str(os.getpid()), "--", *command]
-    limited = launcher_command(command, 2**30, 5)
+    plain = launcher_command(command, None, None, None)
+    launcher = [sys.executable, "-m", "themisto.recording.launcher", "--parent", str(os.getpid())]
+    assert plain == [*launcher, "--no-sandbox", "--", *command]
+    confined = launcher_command(command, None, None, Sandbox(("/work", "/dev/null"), allow_network=True))
+    assert confined == [*launcher, "--writable", "/work", "--writable", "/dev/null", "--allow-network", "--", *command]
+    limited = launcher_command(command, 2**30, 5, None)
     assert limited[-len(command) - 1 :] == ["--", *command]
     assert limited[:3] == [sys.executable, "-m", "themisto.recording.launcher"]
     assert limited[limited.index("--max-memory") + 1] == str(2**30) and "--max-cpu-seconds" in limited
@@ -158,7 +161,7 @@ def test_launcher_sets_limits_on_the_kernel_it_supervises() -> None:
     )
     # an inherited hard CPU limit below the request wins: an unprivileged process cannot raise it
     process = subprocess.Popen(
-        launcher_command([sys.executable, "-c", probe], 2**30, 100),
+        launcher_command([sys.executable, "-c", probe], 2**30, 100, None),
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,  # as jupyter_client starts it

@@ -17,10 +17,29 @@ MODULES = sorted(path for path in KERNELSIDE.glob("*.py") if path.name != "__ini
 KERNEL_PACKAGES = {"IPython", "ipykernel"}
 
 
+def _type_checking_only(tree: ast.AST) -> set[ast.AST]:
+    """The imports inside ``if TYPE_CHECKING:`` blocks of other kernel-side modules (never run in a kernel)."""
+    found: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for child in node.body:
+                if isinstance(child, ast.ImportFrom) and (child.module or "").startswith("themisto.kernelside."):
+                    found.add(child)
+    return found
+
+
 def imported_names(source: str) -> set[str]:
-    """Top-level names of every module an ``import``, ``from ... import`` or ``__import__('...')`` names."""
+    """Top-level names of every module an ``import``, ``from ... import`` or ``__import__('...')`` names.
+
+    A sibling kernel-side module imported for the type checker alone (under ``if TYPE_CHECKING:``) is not
+    counted: it never runs, and the kernel gets the sibling's objects from the host.
+    """
     names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    skipped = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -50,6 +69,9 @@ def test_a_kernel_side_module_imports_only_the_standard_library(path: Path) -> N
 def test_the_check_sees_every_form_of_import() -> None:
     source = "import numpy.linalg\nfrom themisto import x\nfrom . import sibling\n__import__('pandas')\nimport os"
     assert foreign(imported_names(source)) == {"numpy", "themisto", ".", "pandas"}
+    # only a sibling's types, only for the type checker
+    typing_only = "if TYPE_CHECKING:\n    from themisto.kernelside.wire import R\n    from themisto.recording import Q"
+    assert foreign(imported_names(typing_only)) == {"themisto"}
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: path.name)

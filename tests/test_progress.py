@@ -161,7 +161,7 @@ def kernel_log(manager: object, log: Path) -> str:
 def test_kernels_talk_over_private_sockets_without_the_tcp_warning(tmp_path: Path) -> None:
     from jupyter_client import KernelManager
 
-    manager = supervised_kernel_manager("python3", None, None)
+    manager = supervised_kernel_manager("python3", None, None, sandbox=None)
     sockets = Path(manager.ip).parent
     assert manager.transport == "ipc" and sockets.is_dir() and (sockets.stat().st_mode & 0o777) == 0o700
     ours = kernel_log(manager, tmp_path / "ours.log")

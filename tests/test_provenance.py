@@ -15,7 +15,7 @@ import pytest
 from themisto import __version__
 from themisto.cli import main
 from themisto.exceptions import InputError, OptionError
-from themisto.kernelside import snapshot
+from themisto.kernelside import landlock, snapshot
 from themisto.recording.options import RecordOptions, with_recorded
 from themisto.recording.provenance import read_provenance, sidecar
 from themisto.recording.record import record_source
@@ -80,6 +80,7 @@ def test_a_recorded_trajectory_carries_how_it_was_made(recorded: Path) -> None:
         "python": platform.python_version(),  # the kernel runs this interpreter
         "ipykernel": importlib.metadata.version("ipykernel"),
         "libraries": installed_libraries(),  # read from their metadata inside the kernel
+        "sandbox": f"landlock-abi-{landlock.abi_version()}",  # the confinement in force, as this kernel offers it
         "source": {"name": "nb.ipynb", "sha256": hashlib.sha256(notebook).hexdigest(), "path": "../src/nb.ipynb"},
         "options": {
             "timeout": 30.0,

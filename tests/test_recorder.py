@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,10 @@ def test_kernel_cannot_read_secrets_and_starts_in_workdir(tmp_path: Path, monkey
     monkeypatch.setenv("THEMISTO_VISIBLE", "themisto-visible")
     workdir = tmp_path / "work dir"
     workdir.mkdir()
-    with Recorder(trajectory_id="env", workdir=workdir, options=KERNEL_OPTIONS) as recorder:
+    # the kernel gets an allowlist, plus the variables passed by name
+    with Recorder(
+        trajectory_id="env", workdir=workdir, options=replace(KERNEL_OPTIONS, pass_env=("THEMISTO_VISIBLE",))
+    ) as recorder:
         step = recorder.run_cell(
             "import os, json\n"
             "print(json.dumps({'env': {k: v for k, v in os.environ.items() if v.startswith('themisto-')},"

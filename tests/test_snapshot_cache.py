@@ -10,12 +10,13 @@ import gc
 import json
 import sys
 import weakref
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from themisto.kernelside import snapshot
+from themisto.kernelside import snapshot, wire
 from themisto.recording import inject
 from themisto.recording.kernel import Recorder
 from themisto.recording.options import RecordOptions
@@ -193,11 +194,11 @@ def test_what_a_repr_prints_stays_out_of_the_cell_and_its_time(kernel: Recorder)
 
 
 def _raw_snapshot(kernel: Recorder, known: int) -> dict:
-    expression = inject.snapshot_expression(
-        kernel.options.max_repr_chars, kernel.options.repr_timeout, known, kernel.options.max_variables
-    )
+    expression = inject.snapshot_expression(replace(kernel.snapshot_request(), known=known))
     execution = kernel._execute("", silent=True, timeout=30, user_expressions={"s": expression})
-    return json.loads(execution.reply["content"]["user_expressions"]["s"]["data"]["text/plain"])
+    text = execution.reply["content"]["user_expressions"]["s"]["data"]["text/plain"]
+    wire.SnapshotResult.from_json(text)  # the kernel's answer is the record the host decodes, field for field
+    return json.loads(text)
 
 
 def test_an_unchanged_namespace_is_sent_as_names_and_rebuilt_in_full(kernel: Recorder) -> None:

@@ -131,7 +131,7 @@ def test_a_failed_import_keeps_the_previous_complete_file(tmp_path: Path) -> Non
     broken[1]["runtime_variables"] = 7
     good.write_text(json.dumps(broken), encoding="utf-8")
     with pytest.raises(SourceError, match="runtime variables are int"):
-        import_zenodo(str(good), tmp_path / "out")
+        import_zenodo(str(good), tmp_path / "out", overwrite=True)
     assert target.read_bytes() == before
 
 

@@ -170,16 +170,51 @@ def build_dataset(
     check_license(license_id)  # before any work: the card could not be written
     selection = selection or SelectionOptions()
     render = render or RenderOptions()
-    out_dir = Path(out_dir)
-    if not out_dir.name:  # "." or "/": the staging folder is named after the folder's own name
-        out_dir = out_dir.resolve()
-    if out_dir.exists() and not out_dir.is_dir():
-        raise OutputError(f"{out_dir} is a file, not a folder")
+    out_dir = build_folder(Path(out_dir), [Path(path) for path in trajectories])
     names = [f"{prefix}xxxxxxxx.{out_dir.name}" for prefix in (STAGING_PREFIX, PREVIOUS_PREFIX)]
     prepare_output_folder(out_dir.parent, [*names, lock_path(out_dir).name])
     with ExclusiveLock(lock_path(out_dir), f"dataset folder {out_dir}"):
         _remove_leftovers(out_dir)
         return _build_locked([Path(p) for p in trajectories], out_dir, selection, render, license_id, progress)
+
+
+def build_folder(out_dir: Path, inputs: Sequence[Path]) -> Path:
+    """The folder a build of ``inputs`` replaces: ``out_dir``, or the folder a link there points to.
+
+    Raises :class:`OutputError`, before anything is written, where the build would lose a file: the folder
+    holds an input, or holds anything but a previous build (its card names its files; the entries a build
+    does not write, a ``.git`` or a license, are kept), or it is a file or a link to no folder.
+    """
+    if out_dir.is_symlink():
+        target = out_dir.resolve()
+        if not target.is_dir():
+            raise OutputError(f"{out_dir} is a link to {target}, which is not a folder")
+        out_dir = target  # the link stays a link: the build replaces the folder it points to
+    if not out_dir.name:  # "." or "/": the staging folder is named after the folder's own name
+        out_dir = out_dir.resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"{out_dir} is a file, not a folder")
+    if not out_dir.is_dir():
+        return out_dir
+    folder = out_dir.resolve()
+    for path in inputs:
+        resolved = path.resolve()
+        if resolved == folder or folder in resolved.parents:
+            raise OutputError(
+                f"input {path} lies in the output folder {out_dir}, which a build replaces whole; write the build"
+                " to another folder"
+            )
+    entries = sorted(entry.name for entry in out_dir.iterdir())
+    if entries:
+        try:
+            read_data_files(out_dir)
+        except InputError:
+            raise OutputError(
+                f"{out_dir} holds files that are not a Themisto build ({', '.join(entries[:3])}"
+                f"{', ...' if len(entries) > 3 else ''}), which a build would delete; write the build to a new or"
+                " empty folder"
+            ) from None
+    return out_dir
 
 
 def _build_locked(

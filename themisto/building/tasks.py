@@ -254,7 +254,9 @@ def scan(
 
     Output lengths are those of the output as a model is shown it (masked, with ``mask_machine_text``).
     A file that breaks the step schema or repeats a step number is skipped
-    whole (one bad trajectory never fails a corpus); a step id found in two
+    whole (one bad trajectory never fails a corpus), and so is one whose
+    ``state_hash`` repeats the previous step's while its variables differ
+    (the build takes an equal hash for an unchanged state); a step id found in two
     files is an error of the corpus, not of either file. ``progress`` counts files.
     """
     from themisto.recording.outputs import mask_machine_text as mask
@@ -266,11 +268,17 @@ def scan(
         if progress is not None:
             progress("select", done, len(paths))
         mine: dict[str, StepStats] = {}
+        previous: Step | None = None
         try:
             for step in iter_steps(path):
                 key = example_id(step.trajectory_id, step.step)
                 if key in mine:
                     raise TrajectoryError(f"{path}: step {key} occurs twice in the file")
+                if previous is not None and step.state_hash == previous.state_hash and step.runtime != previous.runtime:
+                    raise TrajectoryError(
+                        f"{path}: step {key} has the state_hash of the step before, not its variables'"
+                    )
+                previous = step
                 mine[key] = StepStats(
                     key,
                     step.step,

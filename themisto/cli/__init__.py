@@ -14,6 +14,7 @@ import importlib
 import os
 import signal
 import sys
+from collections.abc import Sequence
 
 from themisto import __version__
 from themisto.cli.options import error_line, option_flags
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if argv is None and getattr(args, "starts_kernels", False):
-            _reexec_without_credentials()
+            _reexec_without_credentials(getattr(args, "pass_env", None) or ())
             _second_interrupt_quits(args.command)
         return int(args.func(args) or 0)
     except ThemistoError as exc:
@@ -78,21 +79,22 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def _reexec_without_credentials() -> None:
-    """Become this same command (same process id) in the environment the kernels get.
+def _reexec_without_credentials(keep: Sequence[str]) -> None:
+    """Become this same command (same process id) without credentials in its environment, but those in ``keep``.
 
-    A kernel can read the environment of the processes above it (``/proc/<pid>/environ``);
-    after this, the command that starts kernels holds no credential to read.
+    A kernel can read the environment of the processes above it (``/proc/<pid>/environ``) where no sandbox
+    stops it; after this, the command that starts kernels holds no credential to read but those the user
+    passes to the kernels anyway (``--pass-env``).
     """
     from themisto.exceptions import KernelError
     from themisto.recording.environment import has_credentials, kernel_environment
 
-    if not has_credentials(os.environ):
+    if not has_credentials(os.environ, keep):
         return
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execve(sys.executable, sys.orig_argv, kernel_environment(os.environ))
+        os.execve(sys.executable, sys.orig_argv, kernel_environment(os.environ, keep))
     except OSError as exc:
         raise KernelError(f"cannot run without credentials in the environment: {exc.strerror or exc}") from None
 

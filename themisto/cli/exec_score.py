@@ -21,7 +21,7 @@ from themisto.recording.options import ENVIRONMENT
 from themisto.vocabulary import EXEC_METRICS, REFERENCE_MODEL
 
 if TYPE_CHECKING:
-    from themisto.evaluation.execution import ExecReport, TrajectoryScores
+    from themisto.evaluation.exec import ExecReport, TrajectoryScores
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,9 +35,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             " predicted cell in the kernel state before its step, in a forked child of a kernel that replays"
             " the trajectory once, and write exec_samples_<task>.jsonl next to the log: exec_ok (ran without"
             " an exception), exec_match (output equals the developer's cell's, normalised), state_match (the"
-            " namespace after it equals the developer's), error, and diverged (the replay of that step did not"
-            f" reproduce its recorded output: excluded). The developer's own cells are scored as {REFERENCE_MODEL}:"
-            " its exec_match is the ceiling."
+            " namespace after it equals the developer's), error, diverged (the replay of that step did not"
+            " reproduce its recorded output: excluded) and tampered (the prediction changed the replay itself:"
+            f" scored 0). The developer's own cells are scored as {REFERENCE_MODEL}: its exec_match is the ceiling."
+            " Each prediction runs in a Landlock domain of its own (never with network, whatever --allow-network"
+            " gives the kernel); a trajectory file replays with the options and folder its provenance names."
         ),
     )
     parser.add_argument(
@@ -89,18 +91,19 @@ def run(args: argparse.Namespace) -> int:
     Trajectories that failed are named after the table, one line each, and make the exit status 2 (what they
     scored before the failure is in the files).
     """
-    from themisto.evaluation.execution import exec_score
+    from themisto.evaluation.exec import exec_score
 
     check_ranges(args, positive=("timeout",), at_least_one=("max_cpu_seconds", "jobs"))
-    options, _ = record_options(args, ENVIRONMENT)
+    options, chosen = record_options(args, ENVIRONMENT)
     with ProgressBars(args.quiet) as bars:
 
         def report(scores: TrajectoryScores) -> None:
             diverged = f", {len(scores.diverged)} step(s) diverged" if scores.diverged else ""
+            restored = f", restored {scores.restores} time(s) after a prediction reached it" if scores.restores else ""
             failed = f"; failed at step {scores.failed_at}: {scores.failure}" if scores.failure is not None else ""
             bars.write(
                 f"{scores.trajectory_id}: {scores.executions} prediction(s) forked over"
-                f" {scores.steps_replayed} replayed steps{diverged}{failed}"
+                f" {scores.steps_replayed} replayed steps{diverged}{restored}{failed}"
             )
 
         result = exec_score(
@@ -109,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             trajectories=args.trajectories,
             output=args.output,
             options=options,
+            chosen=chosen,
             jobs=args.jobs,
             shard=None if args.shard is None else parse_shard(args.shard),
             progress=bars,
@@ -133,13 +137,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary_table(result: ExecReport) -> str:
-    """One Markdown row per model and task: samples, excluded ones, and each exec metric's mean with its 95% CI."""
-    from themisto.evaluation.execution import exec_metric_values
+    """One Markdown row per model and task: samples, excluded and tampered ones, each exec metric's mean and 95% CI."""
+    from themisto.evaluation.exec import exec_metric_values
     from themisto.reporting.stats import bootstrap_ci
 
     lines = [
-        "| model | task | samples | excluded | " + " | ".join(EXEC_METRICS) + " |",
-        "|---|---|---:|---:|" + "---:|" * len(EXEC_METRICS),
+        "| model | task | samples | excluded | tampered | " + " | ".join(EXEC_METRICS) + " |",
+        "|---|---|---:|---:|---:|" + "---:|" * len(EXEC_METRICS),
     ]
     for file in sorted(result.files, key=lambda f: (f.model == REFERENCE_MODEL, f.model, f.task)):
         cells = []
@@ -151,5 +155,10 @@ def summary_table(result: ExecReport) -> str:
             interval = bootstrap_ci(values)
             cells.append(f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]")
         excluded = sum(record["exec_ok"] is None for record in file.records)
-        lines.append(f"| {file.model} | {file.task} | {len(file.records)} | {excluded} | " + " | ".join(cells) + " |")
+        tampered = sum(record["tampered"] for record in file.records)
+        lines.append(
+            f"| {file.model} | {file.task} | {len(file.records)} | {excluded} | {tampered} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return "\n".join(lines)

@@ -20,6 +20,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "-o", "--output", default="data/trajectories", help="folder for the JSONL files (default: %(default)s)"
     )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace trajectory files of the same names (default: refuse)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -28,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     from themisto.recording.zenodo import import_zenodo
 
-    written = import_zenodo(args.source, args.output, notice=lambda line: print(line, file=sys.stderr))
+    written = import_zenodo(
+        args.source, args.output, notice=lambda line: print(line, file=sys.stderr), overwrite=args.overwrite
+    )
     print(f"wrote {len(written)} trajectories to {args.output}")
     for path in written:
         print(f"  {path}")

@@ -9,6 +9,7 @@ names an option by keyword is shown with the flag that sets it
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -68,6 +69,29 @@ def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> 
         help="give each kernel a temporary empty HOME, so files found through it (~/.netrc, the Hugging Face"
         " token) are not where the notebook looks; see SECURITY.md",
     )
+    parser.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_const",
+        const=False,
+        default=None,
+        help="run the kernels unconfined: without the Landlock sandbox that lets a kernel write only beneath its"
+        " working directory and private folders, use no TCP, and signal or trace no process outside; for a"
+        " system without Landlock (see SECURITY.md)",
+    )
+    parser.add_argument(
+        "--allow-network",
+        action="store_true",
+        default=None,
+        help="let the sandboxed kernels connect and bind TCP sockets (default: denied)",
+    )
+    parser.add_argument(
+        "--pass-env",
+        action="append",
+        metavar="NAME",
+        help="pass environment variable NAME to the kernels (repeatable); they get only an allowlist"
+        " (PATH, HOME, LANG, LC_*, TZ, TERM, the hash seed, thread counts, MPLBACKEND, JUPYTER_*, ...)",
+    )
     # this command starts kernels: it runs without credentials in its environment (see themisto.cli.main)
     parser.set_defaults(starts_kernels=True)
 
@@ -79,6 +103,11 @@ def record_options(
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     if "max_memory" in given:
         given["max_memory"] = parse_size(given["max_memory"])
+    if "pass_env" in given:
+        given["pass_env"] = tuple(dict.fromkeys(given["pass_env"]))
+        unset = [name for name in given["pass_env"] if name not in os.environ]
+        if unset:
+            raise InputError(f"--pass-env {unset[0]}: no such variable in this environment")
     return RecordOptions(**given, **run_control), frozenset(given)
 
 

@@ -14,7 +14,7 @@ from themisto.cli.options import (
     parse_shard,
     record_options,
 )
-from themisto.recording.options import RECORDED, RESUME_DIVERGED, RecordOptions
+from themisto.recording.options import RECORDED, RESUME_DIVERGED, TRUST, RecordOptions
 
 _DEFAULTS = RecordOptions()
 
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     )
     shard = None if args.shard is None else parse_shard(args.shard)
     options, chosen = record_options(
-        args, RECORDED, resume=args.resume, overwrite=args.overwrite, resume_diverged=args.resume_diverged
+        args, (*RECORDED, *TRUST), resume=args.resume, overwrite=args.overwrite, resume_diverged=args.resume_diverged
     )
 
     with ProgressBars(args.quiet) as bars:

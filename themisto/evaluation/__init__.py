@@ -8,6 +8,7 @@ In: a dataset folder or Hub id. Out: lm-eval result files and per-sample logs
 - :mod:`~themisto.evaluation.baselines`: reference predictors registered as lm-eval models
 - :mod:`~themisto.evaluation.metrics`: exact match, ROUGE-L, chrF per sample
 - :mod:`~themisto.evaluation.answers`: answer post-processing (fenced code blocks)
+- :mod:`~themisto.evaluation.exec`: ``exec-score``, next-cell predictions run in the recorded state
 """
 
 from themisto.evaluation.harness import evaluate, scores, task_manager

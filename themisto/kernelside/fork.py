@@ -1,20 +1,29 @@
 """Run cells in forked copies of an IPython kernel, from inside that kernel.
 
-Execution-checked scoring (:mod:`themisto.evaluation.execution`) replays a
+Execution-checked scoring (:mod:`themisto.evaluation.exec`) replays a
 trajectory once and, at each step where predictions wait, runs every
 prediction in the state *before* that step. The scorer sends this module's
 source text to the kernel, which executes it into a private module registered
 as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
-:mod:`themisto.kernelside.snapshot`), and evaluates :func:`run` as the
-``user_expression`` of a silent execute request. For each cell :func:`run`:
+:mod:`themisto.kernelside.snapshot`), and evaluates :func:`run` on a
+:class:`~themisto.kernelside.wire.ForkRequest` as the ``user_expression`` of a
+silent execute request. :func:`run` first opens every cell's code file and
+deletes it, so the kernel never holds a cell's text; then for each cell it:
 
 1. copies the kernel's working directory into a private folder (before the
    fork, so the copy is not charged to the cell's time limit);
 2. forks the kernel process (``os.fork``): the child has the parent's whole
    state, copy-on-write, and the parent's state is untouched by what the child
    does;
-3. in the child: moves into a process group of its own (so a timeout kills the
-   child and whatever it started); points file descriptors 1 and 2 at a
+3. in the child: closes the other cells' code files, reads its own; moves into
+   a process group of its own (so a timeout kills the child and whatever it
+   started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
+   it inherited (the kernel's channels); with ``request.confine``, enters a
+   Landlock domain of its own (writes only in its private folder and
+   ``/dev/null``, no TCP, signals and abstract sockets scoped, no ptrace outside)
+   and a seccomp filter that refuses new Unix sockets (the kernel's channels
+   are Unix sockets in a folder, which Landlock does not guard); points its
+   temporary folder into its private folder; points file descriptors 1 and 2 at a
    private file, and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
    the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
@@ -38,9 +47,10 @@ as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
    pandas and scikit-learn (about 1,400 memory mappings to copy or unmap),
    and overlap the cells instead of adding to them.
 
-Each frame is one line of JSON. The module uses only the standard library and
-IPython (present in any IPython kernel), and is importable in-process so its
-helpers are tested directly.
+Each frame is one line of JSON; together they make a
+:class:`~themisto.kernelside.wire.ChildResult`. The module uses only the
+standard library and IPython (present in any IPython kernel), and is
+importable in-process so its helpers are tested directly.
 """
 
 from __future__ import annotations
@@ -52,16 +62,23 @@ import os
 import select
 import shutil
 import signal
+import socket
 import stat
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
+    from themisto.kernelside.wire import ForkRequest
 
 MODULE_NAME = "_themisto_fork"
 SNAPSHOT_MODULE = "_themisto_snapshot"
+LANDLOCK_MODULE = "_themisto_landlock"
+# What a confined child may write besides its own folder: opening /dev/null to write is a write to a file.
+ALSO_WRITABLE = ("/dev/null",)
 # ipykernel's OutStream publishes buffered text this long after the first write (its flush_interval).
 FLUSH_INTERVAL = 0.2
 # Non-stream messages a child keeps, in JSON characters, as a multiple of the output budget;
@@ -304,11 +321,31 @@ def _error_fields(error: BaseException | None) -> tuple[str, str]:
     return type(error).__name__, str(error)
 
 
-def _child(code: str, settings: dict[str, Any], cwd: str, go: int, write: Callable[[str], None]) -> None:
-    """In the forked process: get ready, wait for the go, run ``code``, write the outcome frame, then the snapshot."""
+def _child(
+    code_fd: int,
+    request: ForkRequest,
+    folder: str,
+    cwd: str,
+    go: int,
+    write: Callable[[str], None],
+) -> None:
+    """In the forked process: get ready, wait for the go, run the cell, write the outcome frame, then the snapshot."""
     from IPython import get_ipython
 
-    capture = Capture(int(settings["max_raw_output_chars"]))
+    code = _read_all(code_fd)
+    # the kernel's sockets (its channels to the scorer) are no business of the cell's
+    _close_sockets()
+    if request.confine:
+        try:
+            _BOUND["confine"](list((folder, *ALSO_WRITABLE)), allow_network=False, scope=True)
+            deny_unix_sockets()
+        except OSError as exc:
+            write(json.dumps(_frame("fault", "OSError", f"cannot confine the prediction: {exc}")))
+            return
+    temporary = os.path.join(folder, "tmp")
+    os.mkdir(temporary)
+    os.environ["TMPDIR"] = tempfile.tempdir = temporary
+    capture = Capture(request.max_raw_output_chars)
     fd_capture = (
         os.memfd_create("themisto-fd-output") if hasattr(os, "memfd_create") else tempfile.TemporaryFile().fileno()
     )
@@ -323,26 +360,124 @@ def _child(code: str, settings: dict[str, Any], cwd: str, go: int, write: Callab
     seconds = time.perf_counter() - started
     capture.flush_streams()
     os.lseek(fd_capture, 0, os.SEEK_SET)
-    fd_text = os.read(fd_capture, int(settings["max_raw_output_chars"]) + 1).decode("utf-8", "replace")
+    fd_text = os.read(fd_capture, request.max_raw_output_chars + 1).decode("utf-8", "replace")
     if fd_text:
         capture.add_stream("stdout", fd_text)
     error = result.error_before_exec or result.error_in_exec
     ename, evalue = _error_fields(error)
-    outcome = {
-        "status": "ok" if error is None else "error",
+    outcome = _frame("ok" if error is None else "error", ename, evalue)
+    outcome.update(
+        seconds=seconds,
+        messages=capture.messages,
+        dropped_chars=capture.dropped_chars,
+        dropped_trailing_newlines=capture.dropped_trailing_newlines,
+    )
+    write(json.dumps(outcome, default=str))
+    write(_BOUND["take"](request.snapshot).text)
+
+
+# seccomp: the architecture's audit number and its socket(2) number, for the filter below.
+_SOCKET_SYSCALLS = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+
+
+def deny_unix_sockets() -> None:
+    """Refuse ``socket(AF_UNIX, ...)`` to this process from now on (a seccomp filter); OSError where it cannot.
+
+    The replay kernel's channels are Unix sockets in a folder, which Landlock does not guard (it scopes
+    only abstract ones): without a new Unix socket a child cannot connect to them, and it has closed
+    the ones it inherited. ``socketpair`` (asyncio's self-pipe) still works. Needs ``no_new_privs``,
+    which :func:`landlock.confine` sets.
+    """
+    import ctypes
+    import errno
+    import platform
+
+    found = _SOCKET_SYSCALLS.get(platform.machine())
+    if found is None:
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
+    arch, socket_call = found
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
+
+    load, jump_equal, give = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K
+    program = [
+        (load, 0, 0, 4),  # seccomp_data.arch
+        (jump_equal, 0, 5, arch),
+        (load, 0, 0, 0),  # seccomp_data.nr
+        (jump_equal, 0, 3, socket_call),
+        (load, 0, 0, 16),  # seccomp_data.args[0], its low 32 bits: the address family
+        (jump_equal, 0, 1, socket.AF_UNIX),
+        (give, 0, 0, _SECCOMP_RET_ERRNO | errno.EACCES),
+        (give, 0, 0, _SECCOMP_RET_ALLOW),
+    ]
+    instructions = (Instruction * len(program))(*[Instruction(*line) for line in program])
+    filter_program = Program(len(program), instructions)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(filter_program), 0, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"seccomp: {os.strerror(code)}")
+
+
+def _frame(status: str, ename: str, evalue: str) -> dict[str, Any]:
+    """A child's result record (``wire.ChildResult``) without a run or a snapshot yet."""
+    return {
+        "status": status,
         "ename": ename,
         "evalue": evalue,
-        "seconds": seconds,
-        "messages": capture.messages,
-        "dropped_chars": capture.dropped_chars,
-        "dropped_trailing_newlines": capture.dropped_trailing_newlines,
+        "seconds": 0.0,
+        "messages": [],
+        "dropped_chars": 0,
+        "dropped_trailing_newlines": 0,
+        "snapshot": None,
+        "snapshot_error": None,
     }
-    write(json.dumps(outcome, default=str))
-    snapshot = sys.modules[SNAPSHOT_MODULE]
-    write(snapshot.take(int(settings["max_repr_chars"]), float(settings["repr_timeout"]), int(settings["known"])).text)
+
+
+def _read_all(fd: int) -> str:
+    """The whole text behind ``fd`` (a cell's code file), then ``fd`` closed."""
+    chunks = []
+    while chunk := os.read(fd, _READ_CHUNK):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode("utf-8")
+
+
+def _close_sockets() -> None:
+    """Close every socket this process holds: the kernel's ZeroMQ channels and whatever earlier cells opened."""
+    try:
+        descriptors = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc
+        descriptors = list(range(3, 1024))
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.fstat(descriptor).st_mode):
+                os.close(descriptor)
 
 
 # --- the parent -----------------------------------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+_PRCTL: list[Any] = []
+
+
+def _prctl() -> Any:
+    """The C library's ``prctl`` (found once, in the parent), or None where there is none."""
+    if not _PRCTL:
+        import ctypes
+
+        try:
+            _PRCTL.append(ctypes.CDLL(None, use_errno=True).prctl)
+        except (OSError, AttributeError):
+            _PRCTL.append(None)
+    return _PRCTL[0]
 
 
 def _frames(read: int, deadlines: list[float]) -> Iterator[str | None]:
@@ -398,21 +533,27 @@ def _waitpid(pid: int) -> int:
 
 
 class Child:
-    """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`)."""
+    """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`).
 
-    def __init__(self, code: str, settings: dict[str, Any]) -> None:
-        self.timeout = float(settings["timeout"])
+    ``code_fds`` are the open code files of the whole request: the child reads ``code_fds[index]`` and closes
+    the others before anything of its cell runs.
+    """
+
+    def __init__(self, index: int, code_fds: Sequence[int], request: ForkRequest) -> None:
+        self.timeout = request.timeout
         self.pid = 0
         self.fault: dict[str, Any] | None = None
-        root = settings["root"]
-        self.directory = tempfile.mkdtemp(prefix="p-", dir=settings["scratch"])
+        self.directory = tempfile.mkdtemp(prefix="p-", dir=request.scratch)
+        work = os.path.join(self.directory, "work")
         try:
-            copy_tree(root, self.directory)
+            copy_tree(request.root, work)
         except OSError as exc:
-            self.fault = {"status": "fault", "ename": "OSError", "evalue": f"cannot copy the working directory: {exc}"}
+            self.fault = _frame("fault", "OSError", f"cannot copy the working directory: {exc}")
             return
-        cwd = _private_cwd(root, self.directory)
+        cwd = _private_cwd(request.root, work)
         openmp_setters()  # found here, in the parent, so each child only calls them
+        prctl = _prctl()
+        parent = os.getpid()
         self._read, write_end = os.pipe()
         go_read, self._go = os.pipe()
         with warnings.catch_warnings():
@@ -424,14 +565,22 @@ class Child:
             try:
                 os.close(self._read)
                 os.close(self._go)
+                for number, descriptor in enumerate(code_fds):
+                    if number != index and descriptor >= 0:
+                        os.close(descriptor)
                 os.setpgid(0, 0)
+                # the child dies with the kernel, even one killed while the child runs (it has a group of its own)
+                if prctl is not None:
+                    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+                if os.getppid() != parent:
+                    return
 
                 def write(text: str) -> None:
                     data = (text + "\n").encode("utf-8", "replace")  # JSON text holds no raw newline
                     while data:
                         data = data[os.write(write_end, data) :]
 
-                _child(code, settings, cwd, go_read, write)
+                _child(code_fds[index], request, self.directory, cwd, go_read, write)
             finally:
                 os._exit(0)
         self.pid = pid
@@ -485,19 +634,17 @@ class Child:
 
 
 def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) -> dict[str, Any]:
-    """The result of one forked cell from its frames and how the child ended."""
+    """The result of one forked cell (a ``wire.ChildResult``) from its frames and how the child ended."""
     if not frames:
         if timed_out:
-            return {"status": "timeout", "ename": "TimeoutError", "evalue": f"cell did not finish within {timeout:g} s"}
-        return {
-            "status": "exited",
-            "ename": "ChildProcessError",
-            "evalue": f"the cell ended its process ({_exit_description(status)})",
-        }
+            return _frame("timeout", "TimeoutError", f"cell did not finish within {timeout:g} s")
+        return _frame("exited", "ChildProcessError", f"the cell ended its process ({_exit_description(status)})")
     try:
         outcome: dict[str, Any] = json.loads(frames[0])
     except ValueError:
-        return {"status": "fault", "ename": "ValueError", "evalue": "malformed result from the child"}
+        return _frame("fault", "ValueError", "malformed result from the child")
+    if not isinstance(outcome, dict):
+        return _frame("fault", "ValueError", "malformed result from the child")
     if len(frames) > 1:
         outcome["snapshot"] = frames[1]
     elif timed_out:
@@ -505,35 +652,54 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) ->
     return outcome
 
 
-def run(request: str) -> Any:
-    """The kernel-side entry point: run each cell of the JSON ``request`` in its own forked child, in turn.
+# The functions of the other kernel-side modules a child calls, taken when this module is installed (bind).
+_BOUND: dict[str, Any] = {}
 
-    ``request`` holds ``codes`` and the settings ``timeout``, ``scratch`` (a
-    folder for the children's copies of the working directory), ``root`` (the
-    kernel's working directory), ``max_raw_output_chars``, ``max_repr_chars``,
-    ``repr_timeout`` and ``known`` (the generation of the snapshot the scorer
-    last received, so a child sends unchanged variables by name alone).
-    Returns the results as JSON text, one per code.
+
+def bind() -> None:
+    """Take the snapshot's ``take`` and ``JsonText`` and Landlock's ``confine`` from their installed modules."""
+    snapshot = sys.modules[SNAPSHOT_MODULE]
+    _BOUND.update(take=snapshot.take, text=snapshot.JsonText, confine=sys.modules[LANDLOCK_MODULE].confine)
+
+
+def run(request: ForkRequest) -> Any:
+    """The kernel-side entry point: run each cell of ``request`` in its own forked child, in turn.
+
+    Returns the results as JSON text, a list of ``wire.ChildResult`` records, one per cell. The code files are
+    opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
     The cells run one at a time, but the next child is forked (and gets ready)
     while the current one runs, so a fork's cost overlaps a cell instead of
     adding to it. Killed children are reaped at the end, so their exits
     (unmapping a copy of a large kernel) overlap the next cells too.
     """
-    settings = json.loads(request)
-    codes = settings["codes"]
+    code_fds: list[int] = []
+    try:
+        for path in request.code_files:
+            code_fds.append(os.open(path, os.O_RDONLY))
+            os.unlink(path)
+    except OSError:
+        for descriptor in code_fds:
+            os.close(descriptor)
+        raise
+    count = len(code_fds)
     children: list[Child] = []
     results = []
     try:
-        for index in range(len(codes)):
+        for index in range(count):
             if index == 0:
-                children.append(Child(codes[0], settings))
+                children.append(Child(0, code_fds, request))
             current = children[index]
+            os.close(code_fds[index])  # forked: the kernel keeps no way to the cell
+            code_fds[index] = -1
             current.start()
-            if index + 1 < len(codes):
-                children.append(Child(codes[index + 1], settings))
+            if index + 1 < count:
+                children.append(Child(index + 1, code_fds, request))
             results.append(current.collect())
     finally:
+        for descriptor in code_fds:
+            if descriptor >= 0:
+                os.close(descriptor)
         for child in children:
             child.reap()
-    return sys.modules[SNAPSHOT_MODULE].JsonText(json.dumps(results))
+    return _BOUND["text"](json.dumps(results))

@@ -27,6 +27,7 @@ limit; a call that raises or overruns yields a placeholder and ``repr_failed``.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import contextlib
 import hashlib
@@ -43,9 +44,41 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
+    from themisto.kernelside.wire import SnapshotRequest
 
 MODULE_NAME = "_themisto_snapshot"
+
+
+class _Bound(types.ModuleType):
+    """A module's functions as they were when the snapshot module was installed; its other attributes, live.
+
+    A cell that patches ``json.dumps`` or ``signal.setitimer`` changes what its own code calls, not what
+    the snapshot calls; ``sys.stdout`` and the like are still read as they are now.
+    """
+
+    def __init__(self, module: types.ModuleType) -> None:
+        super().__init__(module.__name__)
+        self.__dict__.update({name: value for name, value in vars(module).items() if callable(value)})
+        self.__dict__["_live"] = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._live, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # this module's own writes (guard_streams puts sys.stdout back) are meant for the real module
+        self.__dict__.pop(name, None)
+        setattr(self._live, name, value)
+
+
+# Bound at install time, as are the builtins (a private copy, so ``builtins.len = ...`` changes nothing here):
+# every function below is made after these lines and looks its globals up here.
+contextlib, hashlib, io, itertools, json, signal, sys, threading, time, weakref = (
+    _Bound(module) for module in (contextlib, hashlib, io, itertools, json, signal, sys, threading, time, weakref)
+)
+globals()["__builtins__"] = dict(vars(builtins))
 
 # Builtin containers whose repr is streamed element by element, so a huge list
 # costs at most ``max_repr_chars`` of work instead of a full repr.
@@ -653,36 +686,71 @@ class JsonText:
         printer.text(self.text)
 
 
-def take(max_repr_chars: int, timeout: float, known: int = -1, max_variables: int = 1000) -> JsonText:
+def take(request: SnapshotRequest) -> JsonText:
     """Snapshot the running IPython shell's user namespace (the kernel-side entry point).
 
-    Returns ``{"generation": g, "variables": [...], "seconds": s, "omitted": n}``
-    as JSON text: the first ``max_variables`` variables by name, and how many
-    more there were. ``known`` is the generation of the last snapshot the recorder
+    Returns a :class:`~themisto.kernelside.wire.SnapshotResult` as JSON text: the
+    first ``request.max_variables`` variables by name, and how many more there
+    were (``omitted``). ``request.known`` is the generation of the last snapshot the recorder
     received; if it is this cache's latest, a variable whose description is
     unchanged since then is sent as ``{"name": ...}`` alone, so an unchanged
     namespace costs little to encode, send and parse. ``seconds`` lets the
     recorder subtract the snapshot from a cell's execution time when it rides
     on the cell's own execute request. What user code prints while being
-    described is discarded, so it never lands in the cell's output.
+    described is discarded, so it never lands in the cell's output. With
+    ``request.announce`` (a file path) the cell's output is flushed and the file says first that the cell
+    finished (see :func:`announce_snapshot`).
+    Text is cleaned of lone surrogates (a name like ``globals()['\\ud800']``), which no message can carry.
     """
-    from IPython import get_ipython
-
+    shell = _shell()
+    if request.announce is not None:
+        announce_snapshot(request.announce)
     started = time.perf_counter()
-    shell = get_ipython()
-    delta = known == CACHE.generation
+    delta = request.known == CACHE.generation
     variables = user_variables(shell.user_ns, shell.user_ns_hidden)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        records = CACHE.describe_all(variables[:max_variables], max_repr_chars, timeout)
+        records = CACHE.describe_all(variables[: request.max_variables], request.max_repr_chars, request.repr_timeout)
     if delta:
         records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
+    if request.announce is not None:
+        announce_snapshot(request.announce, done=True)
     payload = {
         "generation": CACHE.generation,
         "variables": records,
         "seconds": time.perf_counter() - started,
-        "omitted": max(0, len(variables) - max_variables),
+        "omitted": max(0, len(variables) - request.max_variables),
     }
-    return JsonText(json.dumps(payload, ensure_ascii=False))
+    return JsonText(clean_text(json.dumps(payload, ensure_ascii=False)))
+
+
+# The IPython shell, kept when the module is installed (guard_streams), so a cell that replaces
+# IPython.get_ipython cannot hand the snapshot a namespace of its own making.
+_INSTALLED: dict[str, Any] = {}
+
+
+def _shell() -> Any:
+    """The shell the module was installed in (or, when it was not, the running one)."""
+    if "shell" not in _INSTALLED:
+        from IPython import get_ipython
+
+        return get_ipython()
+    return _INSTALLED["shell"]
+
+
+def announce_snapshot(path: str, done: bool = False) -> None:
+    """Flush the cell's output, then write to ``path`` the request's id and the time: the cell has finished.
+
+    A file, written before the snapshot runs any user code, so it stands even when a ``__repr__`` then ends
+    the process: the recorder knows the death, or the hang, was the snapshot's (a message could be lost).
+    ``done``: the snapshot has run all user code it calls, so what fails later is the kernel's, not its.
+    """
+    if not done:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    kernel = _INSTALLED.get("kernel")
+    request = kernel.get_parent().get("header", {}).get("msg_id", "") if kernel is not None else ""
+    with open(path, "w", encoding="utf-8") as marker:
+        marker.write(f"{request} {'done' if done else repr(time.time())}")
 
 
 # The libraries whose versions the provenance records (and a prompt's environment header names), when
@@ -727,6 +795,7 @@ def guard_streams() -> None:
     from IPython import get_ipython
 
     shell = get_ipython()
+    _INSTALLED.update(shell=shell, kernel=getattr(shell, "kernel", None))
     streams = {"stdout": sys.stdout, "stderr": sys.stderr}
 
     def restore_streams(*args: Any) -> None:

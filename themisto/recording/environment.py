@@ -1,8 +1,9 @@
-"""The untrusted kernel's process: its environment without credentials, its kernel spec and its limits."""
+"""The untrusted kernel's process: its environment by allowlist, its private folders, sandbox, kernel spec, limits."""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
 import shutil
@@ -10,11 +11,16 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from themisto.exceptions import InputError
+from themisto.kernelside import landlock
+
+if TYPE_CHECKING:
+    from themisto.recording.launcher import Sandbox
 
 # Environment variables whose name contains one of these words (split on anything but letters and
 # digits) are credentials and never reach the kernel: AWS_SECRET_ACCESS_KEY, HF_TOKEN, GITHUB_PAT, ...
@@ -73,29 +79,163 @@ def is_credential(name: str, value: str = "") -> bool:
     return named or _URL_PASSWORD.search(value) is not None
 
 
-def kernel_environment(environ: Mapping[str, str], home: Path | None = None) -> dict[str, str]:
-    """The recording process's environment without credentials, for the untrusted kernel.
+def kernel_environment(environ: Mapping[str, str], keep: Collection[str] = ()) -> dict[str, str]:
+    """The recording process's own environment without credentials (but those named in ``keep``).
 
-    With ``home``, the kernel's ``HOME`` is that folder and the XDG base folders are
-    unset, so files found through the home folder (``~/.netrc``, ``~/.cache/huggingface/token``,
-    ``~/.aws/credentials``) are not where the kernel looks.
+    The commands that start kernels re-execute themselves in it, so no process above a kernel holds a
+    credential it could read; the kernel itself gets far less (:func:`allowed_environment`).
     """
-    kept = {name: value for name, value in environ.items() if not is_credential(name, value)}
-    if home is not None:
-        kept = {name: value for name, value in kept.items() if name not in HOME_VARIABLES}
-        kept["HOME"] = str(home)
+    return {name: value for name, value in environ.items() if name in keep or not is_credential(name, value)}
+
+
+def has_credentials(environ: Mapping[str, str], keep: Collection[str] = ()) -> bool:
+    """Whether ``environ`` holds any variable :func:`kernel_environment` would remove."""
+    return any(name not in keep and is_credential(name, value) for name, value in environ.items())
+
+
+# The only variables a kernel receives from the recorder's environment (plus those named by --pass-env):
+# where programs and the locale are, the hash seed and thread counts that make a run reproducible, the
+# Python environment, the plotting backend and GPUs. Every other variable is absent, whatever its name.
+KERNEL_VARIABLES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "COLORTERM",
+        "NO_COLOR",
+        "PYTHONHASHSEED",
+        "PYTHONPATH",
+        "PYTHONUTF8",
+        "PYTHONIOENCODING",
+        "PYTHONWARNINGS",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYDEVD_DISABLE_FILE_VALIDATION",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
+        "LD_LIBRARY_PATH",
+        "MPLBACKEND",
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "NUMEXPR_MAX_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+        "BLIS_NUM_THREADS",
+        "NUMBA_NUM_THREADS",
+        "RAYON_NUM_THREADS",
+        "POLARS_MAX_THREADS",
+        "TOKENIZERS_PARALLELISM",
+        "CUDA_VISIBLE_DEVICES",
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+    }
+)
+KERNEL_VARIABLE_PREFIXES = ("LC_", "JUPYTER_")
+
+
+def allowed_environment(
+    environ: Mapping[str, str], pass_env: Collection[str] = (), private: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The kernel's environment: the allowlisted variables of ``environ``, those in ``pass_env``, then ``private``.
+
+    An allowlisted variable that still looks like a credential (``JUPYTER_TOKEN``, a URL with a password) is
+    left out; a variable named in ``pass_env`` is passed as it is (the user asked for it). ``private`` (the
+    kernel's own folders, see :func:`private_folders`) comes last and wins.
+    """
+    kept = {
+        name: value
+        for name, value in environ.items()
+        if (name in KERNEL_VARIABLES or name.startswith(KERNEL_VARIABLE_PREFIXES)) and not is_credential(name, value)
+    }
+    kept.update({name: environ[name] for name in pass_env if name in environ})
+    kept.update(private or {})
     return kept
 
 
-def has_credentials(environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` holds any variable :func:`kernel_environment` would remove."""
-    return any(is_credential(name, value) for name, value in environ.items())
+# The kernel's private folders (beneath one root the sandbox lets it write), and the variables that point
+# programs there: the temporary folder, caches, IPython's profile and history, matplotlib's config and cache,
+# Jupyter's runtime files; with isolate_home, HOME too.
+PRIVATE_FOLDERS = {
+    "TMPDIR": "tmp",
+    "TEMP": "tmp",
+    "TMP": "tmp",
+    "XDG_CACHE_HOME": "cache",
+    "XDG_STATE_HOME": "state",
+    "XDG_RUNTIME_DIR": "runtime",
+    "JUPYTER_RUNTIME_DIR": "runtime",
+    "IPYTHONDIR": "ipython",
+    "MPLCONFIGDIR": "matplotlib",
+}
 
 
-# Variables that point into the user's home folder; unset when the kernel gets a home of its own.
-HOME_VARIABLES = frozenset(
-    {"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "HF_HOME"}
+def private_folders(root: Path, isolate_home: bool, environ: Mapping[str, str]) -> dict[str, str]:
+    """Make the kernel's private folders beneath ``root``; the variables that point to them.
+
+    matplotlib's font list, built once per user, is copied from the user's cache (``environ`` says where), so
+    a kernel does not spend a second building it again in its empty folder.
+    """
+    folders = dict(PRIVATE_FOLDERS, **({"HOME": "home"} if isolate_home else {}))
+    variables = {name: str(root / folder) for name, folder in folders.items()}
+    for path in set(variables.values()):
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    home = environ.get("HOME", os.path.expanduser("~"))
+    cache = environ.get("MPLCONFIGDIR") or os.path.join(environ.get("XDG_CACHE_HOME", f"{home}/.cache"), "matplotlib")
+    for fonts in glob.glob(os.path.join(glob.escape(cache), "fontlist-*.json")):
+        with contextlib.suppress(OSError):
+            shutil.copy(fonts, variables["MPLCONFIGDIR"])
+    return variables
+
+
+# Devices a kernel may open for writing in the sandbox: the null and random devices, shared memory (POSIX
+# semaphores and shm_open, which multiprocessing, joblib and PyTorch use), pseudo-terminals (IPython runs
+# `!command` lines in one), GPUs.
+WRITABLE_DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/shm",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/dri",
 )
+GPU_DEVICES = "/dev/nvidia*"
+
+
+def kernel_sandbox(writable: Collection[Path], allow_network: bool) -> Sandbox:
+    """The sandbox of a kernel that may write beneath ``writable`` (and to the devices it needs)."""
+    from themisto.recording.launcher import Sandbox
+
+    paths = [str(Path(path).resolve()) for path in writable] + list(WRITABLE_DEVICES) + sorted(glob.glob(GPU_DEVICES))
+    return Sandbox(tuple(paths), allow_network)
+
+
+NO_LANDLOCK = (
+    "this system has no Landlock (Linux 5.13 or later, with Landlock enabled), which confines the notebook's"
+    " kernels; pass --no-sandbox (sandbox=False in Python) to run them unconfined (see SECURITY.md)"
+)
+
+
+def check_sandbox(sandbox: bool) -> None:
+    """Raise :class:`InputError` where kernels are to be confined and this system cannot."""
+    if sandbox and landlock.abi_version() < 1:
+        raise InputError(NO_LANDLOCK)
+
+
+def sandbox_in_force(sandbox: bool, allow_network: bool) -> str:
+    """What the provenance says of a kernel's confinement: ``landlock-abi-N`` (``+network``), or ``none``."""
+    if not sandbox:
+        return "none"
+    return f"landlock-abi-{landlock.abi_version()}" + ("+network" if allow_network else "")
 
 
 # --- the recording process, seen from the kernel -------------------------------------------------
@@ -165,11 +305,21 @@ def kernel_specs() -> Any:
 LAUNCHER_STOP_TIMEOUT = 5.0
 
 
-def supervised_kernel_manager(kernel_name: str, max_memory: int | None, max_cpu_seconds: int | None) -> Any:
+def supervised_kernel_manager(
+    kernel_name: str,
+    max_memory: int | None,
+    max_cpu_seconds: int | None,
+    *,
+    sandbox: Sandbox | None,
+    transport: str = "ipc",
+) -> Any:
     """A kernel manager for ``kernel_name`` whose kernel (and its restarts) runs under the launcher.
 
-    The launcher (:mod:`themisto.recording.launcher`) applies the limits and
-    kills every process the kernel started when the kernel is shut down.
+    The launcher (:mod:`themisto.recording.launcher`) applies the limits, confines the kernel to
+    ``sandbox`` (None: unconfined) and kills every process the kernel started when the kernel is shut
+    down. Over ``ipc`` (the default) the sandbox may write the socket folder; over ``tcp`` it may bind
+    the kernel's own five ports and no other, so a process that enters a domain of its own inside it (a
+    forked prediction) reaches the kernel's sockets neither by path nor by port.
     """
     from jupyter_client.manager import KernelManager
 
@@ -178,7 +328,10 @@ def supervised_kernel_manager(kernel_name: str, max_memory: int | None, max_cpu_
     class SupervisedKernelManager(KernelManager):
         def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
             command = super().format_kernel_cmd(extra_arguments)
-            return launcher_command(command, max_memory, max_cpu_seconds)
+            if confined is not None and self.transport == "tcp":  # the ports are chosen by now (and on restart)
+                ports = (self.shell_port, self.iopub_port, self.stdin_port, self.control_port, self.hb_port)
+                return launcher_command(command, max_memory, max_cpu_seconds, replace(confined, bind_ports=ports))
+            return launcher_command(command, max_memory, max_cpu_seconds, confined)
 
         async def _async_kill_kernel(self, restart: bool = False) -> None:
             # jupyter_client kills the kernel's process group, which misses processes the notebook
@@ -186,12 +339,15 @@ def supervised_kernel_manager(kernel_name: str, max_memory: int | None, max_cpu_
             await _stop_launcher(getattr(self.provisioner, "process", None))
             await super()._async_kill_kernel(restart=restart)
 
-    if os.name != "posix":  # no ipc transport on Windows
+    confined = sandbox
+    if os.name != "posix" or transport == "tcp":  # no ipc transport on Windows
         return SupervisedKernelManager(kernel_name=kernel_name, kernel_spec_manager=kernel_specs())
     # Unix sockets in a private folder (mode 0700) rather than TCP ports on localhost: no port
     # another local user could connect to, and no "Kernel is running over TCP without encryption"
     # warning from every kernel. The path is absolute: the kernel runs in another directory.
     sockets = tempfile.mkdtemp(prefix="themisto-kernel-")
+    if sandbox is not None:  # the kernel binds its sockets there (and TCP stays denied)
+        confined = replace(sandbox, writable=(*sandbox.writable, sockets))
     manager = SupervisedKernelManager(
         kernel_name=kernel_name,
         kernel_spec_manager=kernel_specs(),

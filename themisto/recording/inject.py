@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from themisto.kernelside import fork, snapshot
+from themisto.kernelside import fork, landlock, snapshot, wire
 
 
 def module_install_code(path: str, name: str, filename: str, after: str | None = None) -> str:
@@ -33,14 +33,22 @@ def _call(module: str, function: str, arguments: str) -> str:
 
 
 def snapshot_install_code() -> str:
-    """Code for a silent execution that installs the snapshot module in the kernel and guards its streams."""
-    return module_install_code(snapshot.__file__, snapshot.MODULE_NAME, "<themisto-snapshot>", after="guard_streams")
+    """Code for a silent execution that installs the wire and snapshot modules and guards the kernel's streams."""
+    return (
+        module_install_code(wire.__file__, wire.MODULE_NAME, "<themisto-wire>")
+        + "\n"
+        + module_install_code(snapshot.__file__, snapshot.MODULE_NAME, "<themisto-snapshot>", after="guard_streams")
+    )
 
 
-def snapshot_expression(max_repr_chars: int, timeout: float, known: int, max_variables: int) -> str:
+def _decoded(record: wire.Record) -> str:
+    """The expression that decodes ``record`` in the kernel with the installed wire module."""
+    return _call(wire.MODULE_NAME, f"{type(record).__name__}.from_json", repr(record.to_json()))
+
+
+def snapshot_expression(request: wire.SnapshotRequest) -> str:
     """The ``user_expression`` that takes a snapshot once the module is installed (see ``snapshot.take``)."""
-    arguments = f"{int(max_repr_chars)}, {float(timeout)!r}, {int(known)}, {int(max_variables)}"
-    return _call(snapshot.MODULE_NAME, "take", arguments)
+    return _call(snapshot.MODULE_NAME, "take", _decoded(request))
 
 
 def versions_expression() -> str:
@@ -49,10 +57,18 @@ def versions_expression() -> str:
 
 
 def fork_install_code() -> str:
-    """Code for a silent execution that installs the forked-run module in the kernel."""
-    return module_install_code(fork.__file__, fork.MODULE_NAME, "<themisto-fork>")
+    """Code for a silent execution that installs the Landlock and forked-run modules (after the snapshot's).
+
+    ``fork.bind`` then takes the other modules' functions it calls, so a later cell that replaces an entry of
+    ``sys.modules`` changes nothing in the children.
+    """
+    return (
+        module_install_code(landlock.__file__, fork.LANDLOCK_MODULE, "<themisto-landlock>")
+        + "\n"
+        + module_install_code(fork.__file__, fork.MODULE_NAME, "<themisto-fork>", after="bind")
+    )
 
 
-def fork_run_expression(request: str) -> str:
-    """The ``user_expression`` that runs ``fork.run`` on the JSON ``request`` once the module is installed."""
-    return _call(fork.MODULE_NAME, "run", repr(request))
+def fork_run_expression(request: wire.ForkRequest) -> str:
+    """The ``user_expression`` that runs ``fork.run`` on ``request`` once the module is installed."""
+    return _call(fork.MODULE_NAME, "run", _decoded(request))

@@ -1,7 +1,9 @@
 """Drive one Jupyter kernel through a sequence of cells and record each as a :class:`Step`.
 
 The notebook's code runs only inside the kernel subprocess, started in the
-chosen working directory with credentials removed from its environment. The
+chosen working directory with an allowlisted environment, inside a Landlock
+sandbox (see :mod:`themisto.recording.launcher`) that lets it write only
+beneath that directory and its private folders. The
 runtime snapshot (see :mod:`themisto.kernelside.snapshot`) rides on each cell's own
 execute request as a ``user_expression``, evaluated after the cell without a
 second round trip; ipykernel skips user expressions when the cell raises, so
@@ -13,7 +15,12 @@ interrupted and recorded as a ``TimeoutError`` step; a kernel that dies,
 ignores the interrupt, or stops handling requests (it does not start a cell
 within :data:`SILENT_KERNEL_GRACE` seconds, or ends one without a reply) is
 recorded as a ``DeadKernelError`` step, restarted, and the next step is
-marked ``restarted``.
+marked ``restarted``. Where that happens after the cell finished, while its
+snapshot ran (a ``__repr__`` that calls ``os._exit`` or swallows every
+interrupt; the kernel writes to a file of its private folder when the snapshot
+begins and ends), the step is the cell's, with its output, and says so in
+``snapshot_error``. Messages that are not messages (a cell that patched
+``json.dumps``) are dropped, never trusted.
 
 The snapshot a kernel sends back is checked, not trusted: each record is
 validated on arrival (types, 64-bit integers, text cleaned of lone
@@ -39,11 +46,15 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError, KernelError, TrajectoryError
-from themisto.kernelside import snapshot
+from themisto.kernelside import snapshot, wire
 from themisto.recording import inject
 from themisto.recording.environment import (
+    allowed_environment,
     check_kernel,
-    kernel_environment,
+    check_sandbox,
+    kernel_sandbox,
+    private_folders,
+    sandbox_in_force,
     supervised_kernel_manager,
     undumpable,
 )
@@ -80,6 +91,7 @@ def check_options(options: RecordOptions) -> None:
         raise InputError("max_variables must be at least 1")
     compile_skip_pattern(options.skip_pattern)
     check_kernel(options.kernel_name)
+    check_sandbox(options.sandbox)
 
 
 class Stopped(Exception):
@@ -101,6 +113,11 @@ class Execution:
     wedged: bool = False  # the kernel ignored the interrupt
     unresponsive: str | None = None  # why a live kernel counts as no longer handling requests
     exit_code: int | None = None
+    # seconds from the request to the kernel's word that the cell finished and its snapshot began (see
+    # snapshot.announce_snapshot), read when the request failed; None: the cell had not finished. A death,
+    # hang or timeout after that word is the snapshot's fault, not the cell's.
+    cell_seconds: float | None = None
+    timed_out_at: float | None = None  # seconds from the request to the recorder's interrupt for --timeout
 
     @property
     def broken(self) -> bool:
@@ -138,6 +155,8 @@ class Recorder:
     options: RecordOptions = field(default_factory=RecordOptions)
     next_step: int = 0
     stop: threading.Event | None = None
+    installs: tuple[str, ...] = ()  # more code run silently in every kernel this recorder starts, after its own
+    also_writable: tuple[Path, ...] = ()  # folders the sandboxed kernel may write besides its working directory
 
     def __post_init__(self) -> None:
         self._manager: Any = None
@@ -145,13 +164,16 @@ class Recorder:
         self._process: Any = None
         self._restarted = False
         self._reinstall = False  # the snapshot module failed: install it again before the next cell
-        self._resources = contextlib.ExitStack()  # what lives as long as the recorder: a temporary home
+        self._announce: Path | None = None  # where the kernel says a cell finished (see snapshot.announce_snapshot)
+        self._resources = contextlib.ExitStack()  # what lives as long as the recorder: the private folders
         # the last snapshot received: its kernel-side generation and, by name, each variable and its
         # variable_json, so unchanged variables are neither sent, parsed nor encoded again
         self._known: tuple[int, dict[str, tuple[Variable, str]]] = (-1, {})
         # the kernel's Python and ipykernel versions, known once it has started (None where unknown)
         self.kernel_versions: dict[str, str | None] = {"python": None, "ipykernel": None}
         self.kernel_libraries: dict[str, str] = {}  # installed libraries' versions (snapshot.LIBRARIES)
+        # the confinement the kernel runs in, as its provenance records it (see environment.sandbox_in_force)
+        self.sandbox = sandbox_in_force(self.options.sandbox, self.options.allow_network)
 
     # lifecycle
 
@@ -162,22 +184,38 @@ class Recorder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def writable(self) -> list[Path]:
+        """Where the sandboxed kernel may write, beyond its private folders: its working directory (and more)."""
+        return [self.workdir, *self.also_writable]
+
+    def transport(self) -> str:
+        """How the kernel talks to the recorder: ``ipc`` (unix sockets; see environment.supervised_kernel_manager)."""
+        return "ipc"
+
     def start(self) -> None:
-        """Start the kernel in ``workdir`` with credentials removed and install the snapshot module."""
+        """Start the kernel in ``workdir`` in its sandbox and environment, and install the snapshot module."""
         if not self.workdir.is_dir():
             raise InputError(f"working directory {self.workdir} does not exist")
         check_kernel(self.options.kernel_name)
+        check_sandbox(self.options.sandbox)
         self._resources.enter_context(undumpable())
-        home = None
-        if self.options.isolate_home:
-            home = Path(tempfile.mkdtemp(prefix="themisto-home-"))
-            self._resources.callback(shutil.rmtree, home, ignore_errors=True)
+        private = Path(tempfile.mkdtemp(prefix="themisto-private-"))
+        self._resources.callback(shutil.rmtree, private, ignore_errors=True)
+        folders = private_folders(private, self.options.isolate_home, os.environ)
+        self._announce = private / "snapshot-started"
+        sandbox = None
+        if self.options.sandbox:
+            sandbox = kernel_sandbox([*self.writable(), private], self.options.allow_network)
         self._manager = supervised_kernel_manager(
-            self.options.kernel_name, self.options.max_memory, self.options.max_cpu_seconds
+            self.options.kernel_name,
+            self.options.max_memory,
+            self.options.max_cpu_seconds,
+            sandbox=sandbox,
+            transport=self.transport(),
         )
         try:
             self._manager.start_kernel(
-                env=kernel_environment(os.environ, home),
+                env=allowed_environment(os.environ, self.options.pass_env, folders),
                 cwd=str(self.workdir),
                 # the kernel's own fd output must not flood the recorder's terminal
                 stdout=subprocess.DEVNULL,
@@ -234,6 +272,10 @@ class Recorder:
         self._process = children[0] if children else launcher
         self._known = (-1, {})  # a new kernel process has an empty description cache
         self._install()
+        for install in self.installs:
+            reply = self._execute(install, silent=True, timeout=KERNEL_START_TIMEOUT).reply
+            if reply is None or reply["content"]["status"] != "ok":
+                raise KernelError(f"kernel {self.options.kernel_name!r} did not take the code it was given to install")
 
     def _install(self, again: bool = False) -> None:
         """Install the snapshot module in the kernel; ``again``: after a cell broke it, and failing quietly."""
@@ -277,8 +319,13 @@ class Recorder:
         restarted, self._restarted = self._restarted, False
         error, outputs = _error_and_outputs(execution, self.options.timeout)
         memory = None
+        snapshot_fault = _snapshot_fault(execution, self.options.timeout)
+        if snapshot_fault is not None:  # the cell ran; its snapshot (a repr) died, hung or overran
+            execution.elapsed = execution.cell_seconds or 0.0
+            log.warning("%s step %d: %s", self.trajectory_id, self.next_step, snapshot_fault)
         if execution.broken:
-            taken = Snapshot([])
+            taken = Snapshot([], error=snapshot_fault)
+            self._known = (-1, {})
             self.restart()
         else:
             found = self._snapshot_result(execution)
@@ -286,7 +333,10 @@ class Recorder:
                 taken = self._snapshot()
             else:
                 taken = found
-                execution.elapsed = max(execution.elapsed - taken.seconds, 0.0)
+                if snapshot_fault is None:
+                    execution.elapsed = max(execution.elapsed - taken.seconds, 0.0)
+                else:  # interrupted in time: what the snapshot kept, and why it is incomplete
+                    taken.error = cap_text(f"{snapshot_fault}; {taken.error or 'interrupted'}", 300)[0]
             memory = self._memory()
         variables = taken.variables
         text, truncated, length = execution.collector.render(self.options.max_output_chars, outputs)
@@ -359,9 +409,32 @@ class Recorder:
         self.next_step += 1
 
     def _expression(self) -> str:
-        return inject.snapshot_expression(
-            self.options.max_repr_chars, self.options.repr_timeout, self._known[0], self.options.max_variables
+        return inject.snapshot_expression(self.snapshot_request())
+
+    # what execution-checked scoring composes (themisto.evaluation.exec.session)
+
+    def snapshot_request(self) -> wire.SnapshotRequest:
+        """The snapshot this recorder's options ask for, naming the last snapshot it received."""
+        return wire.SnapshotRequest(
+            self.options.max_repr_chars,
+            self.options.repr_timeout,
+            self.options.max_variables,
+            self._known[0],
+            None if self._announce is None else str(self._announce),
         )
+
+    def known_variables(self) -> dict[str, Variable] | None:
+        """The namespace as the last snapshot received described it (the state before the next cell); None: unknown."""
+        generation, entries = self._known
+        return None if generation < 0 else {name: entry[0] for name, entry in entries.items()}
+
+    def take_snapshot(self) -> Snapshot:
+        """A snapshot of the namespace now, in a silent request of its own."""
+        return self._snapshot()
+
+    def request(self, user_expressions: dict[str, str], timeout: float) -> Execution:
+        """One silent request that runs no code and evaluates ``user_expressions``."""
+        return self._execute("", silent=True, timeout=timeout, user_expressions=user_expressions)
 
     def _snapshot(self) -> Snapshot:
         """Take the snapshot in a silent execution of its own (after a cell that raised)."""
@@ -487,7 +560,7 @@ class Recorder:
         client = self._client
         execution = Execution(collector=OutputCollector(self.options.max_raw_output_chars))
         msg_id = client.execute(
-            code,
+            snapshot.clean_text(code),  # a lone surrogate cannot be sent; the step records the same cleaned code
             silent=silent,
             store_history=not silent,
             user_expressions=user_expressions or {},
@@ -497,7 +570,7 @@ class Recorder:
         poller = zmq.Poller()
         poller.register(client.shell_channel.socket, zmq.POLLIN)
         poller.register(client.iopub_channel.socket, zmq.POLLIN)
-        started = time.monotonic()
+        started, wall_started = time.monotonic(), time.time()
         deadline = started + timeout
         # until the kernel says it is busy with the request, or, once idle, until its reply: the grace period
         silent_after: float | None = started + SILENT_KERNEL_GRACE
@@ -522,7 +595,7 @@ class Recorder:
                 if execution.timed_out or execution.reply is not None:
                     execution.wedged = execution.reply is None
                     break
-                execution.timed_out = True
+                execution.timed_out, execution.timed_out_at = True, now - started
                 self._manager.interrupt_kernel()
                 deadline = time.monotonic() + INTERRUPT_GRACE
                 continue
@@ -537,14 +610,14 @@ class Recorder:
                     break
                 continue
             if client.shell_channel.socket in ready:
-                msg = client.shell_channel.get_msg(timeout=0)
-                if msg["parent_header"].get("msg_id") == msg_id:
+                msg = _message(client.shell_channel)
+                if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
                     execution.reply = msg
                     execution.elapsed = time.monotonic() - started
                     silent_after = None
             if client.iopub_channel.socket in ready:
-                msg = client.iopub_channel.get_msg(timeout=0)
-                if msg["parent_header"].get("msg_id") != msg_id:
+                msg = _message(client.iopub_channel)
+                if msg is None or msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 if msg["msg_type"] == "status":
                     idle = msg["content"]["execution_state"] == "idle"
@@ -554,7 +627,54 @@ class Recorder:
                     execution.collector.add(msg)
         if execution.reply is None:
             execution.elapsed = time.monotonic() - started
+        if execution.timed_out or execution.broken:
+            seconds = self._cell_seconds(msg_id, wall_started)
+            # a snapshot that began only after the timeout's interrupt follows a cell that overran
+            if seconds is not None and (execution.timed_out_at is None or seconds < execution.timed_out_at):
+                execution.cell_seconds = seconds
         return execution
+
+    def _cell_seconds(self, msg_id: str, wall_started: float) -> float | None:
+        """How long the cell of request ``msg_id`` ran, if its snapshot began and did not finish; else None.
+
+        A snapshot that finished (the file says ``done``) leaves what failed afterwards to the kernel.
+        """
+        if self._announce is None:
+            return None
+        try:
+            request, _, when = self._announce.read_text(encoding="utf-8").partition(" ")
+            if request != msg_id or when == "done":
+                return None
+            return max(float(when) - wall_started, 0.0)
+        except (OSError, ValueError):
+            return None
+
+
+def _message(channel: Any) -> dict[str, Any] | None:
+    """The next message of a channel; None for one that is not a message (a cell that patched ``json.dumps``
+    makes the kernel send ``{"forged": 1}`` for each), which the recorder then never waits on."""
+    try:
+        msg = channel.get_msg(timeout=0)
+        if isinstance(msg, dict) and isinstance(msg.get("parent_header"), dict) and isinstance(msg["msg_type"], str):
+            return msg
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        log.debug("a message that is not one: %r", exc)
+    return None
+
+
+def _snapshot_fault(execution: Execution, timeout: float) -> str | None:
+    """Why the snapshot of a cell that ran fine is missing or incomplete; None if it did not fail that way."""
+    if execution.cell_seconds is None:
+        return None
+    if execution.died:
+        return f"the kernel died while taking the snapshot{_exit_status(execution.exit_code)} and was restarted"
+    if execution.wedged:
+        return f"the snapshot did not finish within {timeout:g} s nor stop when interrupted; the kernel was restarted"
+    if execution.unresponsive is not None:
+        return f"the kernel {execution.unresponsive} while taking the snapshot and was restarted"
+    if execution.timed_out:
+        return f"the snapshot did not finish within {timeout:g} s and was interrupted"
+    return None
 
 
 def _kernel_versions(reply: dict[str, Any]) -> tuple[dict[str, str | None], dict[str, str]]:
@@ -579,6 +699,8 @@ def _known_entry(variable: Variable) -> tuple[Variable, str]:
 def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:
     """The step's ``error`` and raw outputs; the recorder's own faults are added as error outputs."""
     outputs = execution.collector.outputs
+    if execution.cell_seconds is not None:  # the cell finished without an error; the snapshot's faults are its own
+        return None, outputs
     if execution.broken:
         error = {"ename": DEAD_KERNEL_ERROR, "evalue": _death_message(execution, timeout)}
     elif execution.timed_out:

@@ -31,6 +31,12 @@ and waits):
   - CPU: ``RLIMIT_CPU``, CPU seconds of the kernel process since it started
     (restarts start afresh). At the limit the kernel gets ``SIGXCPU`` and dies;
     one second later ``SIGKILL`` ends a kernel that ignores it.
+- The kernel is confined (unless ``--no-sandbox``): just before it becomes the kernel command it enters a
+  Landlock domain (:mod:`themisto.kernelside.landlock`) in which it may write only beneath the ``--writable``
+  paths (its working directory and private folders), connect or bind no TCP socket (unless
+  ``--allow-network``; it may bind the ``--bind-port`` ports, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
+  this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
+  inherits the domain.
 - A kernel started by root loses, from its capability bounding set, the
   capabilities that read another process's memory or environment
   (``CAP_SYS_PTRACE``, ``CAP_SYS_ADMIN``, ``CAP_PERFMON``, ``CAP_BPF``,
@@ -46,7 +52,10 @@ import resource
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
+
+from themisto.kernelside import landlock
 
 MODULE = "themisto.recording.launcher"
 # Seconds past the CPU limit at which the kernel is killed if it survived SIGXCPU.
@@ -62,13 +71,34 @@ _PR_SET_CHILD_SUBREAPER = 36
 _MEMORY_READING_CAPABILITIES = (16, 17, 19, 21, 38, 39)
 
 
+@dataclass(frozen=True)
+class Sandbox:
+    """The Landlock domain a kernel runs in: where it may write, and whether it may use TCP."""
+
+    writable: tuple[str, ...]
+    allow_network: bool = False
+    bind_ports: tuple[int, ...] = ()  # TCP ports the kernel may bind without the network (its own, over tcp)
+
+    def arguments(self) -> list[str]:
+        """The launcher's options that set up this domain."""
+        options = [option for path in self.writable for option in ("--writable", path)]
+        options += [option for port in self.bind_ports for option in ("--bind-port", str(port))]
+        return options + (["--allow-network"] if self.allow_network else [])
+
+
 class _Stop(Exception):
     """Raised by the SIGTERM handler: kill the kernel and every descendant, then exit."""
 
 
-def launcher_command(command: list[str], max_memory: int | None, max_cpu_seconds: int | None) -> list[str]:
-    """``command`` run under this launcher, supervised by it and under the limits; this process is its parent."""
+def launcher_command(
+    command: list[str], max_memory: int | None, max_cpu_seconds: int | None, sandbox: Sandbox | None
+) -> list[str]:
+    """``command`` run under this launcher, supervised, under the limits and in ``sandbox`` (None: unconfined).
+
+    This process is its parent.
+    """
     limits = ["--parent", str(os.getpid())]
+    limits += ["--no-sandbox"] if sandbox is None else sandbox.arguments()
     if max_memory is not None:
         limits += ["--max-memory", str(max_memory)]
     if max_cpu_seconds is not None:
@@ -102,8 +132,10 @@ def _prctl(option: int, value: int) -> int:
         return -1
 
 
-def _become_kernel(command: list[str], max_memory: int | None, max_cpu_seconds: int | None, launcher: int) -> None:
-    """In the forked child: die with the launcher, take the limits, shed capabilities, exec the kernel."""
+def _become_kernel(
+    command: list[str], max_memory: int | None, max_cpu_seconds: int | None, sandbox: Sandbox | None, launcher: int
+) -> None:
+    """In the forked child: die with the launcher, take the limits, shed capabilities, enter the sandbox, exec."""
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -113,10 +145,19 @@ def _become_kernel(command: list[str], max_memory: int | None, max_cpu_seconds: 
         apply_limits(max_memory, max_cpu_seconds)
         for capability in _MEMORY_READING_CAPABILITIES:
             _prctl(_PR_CAPBSET_DROP, capability)  # fails harmlessly for a user who has no capabilities
+        if sandbox is not None:
+            confine(sandbox)
         os.execvp(command[0], command)
     except BaseException as exc:
         print(f"themisto launcher: cannot start the kernel: {exc}", file=sys.stderr)
     os._exit(127)
+
+
+def confine(sandbox: Sandbox) -> int:
+    """Enter the Landlock domain of ``sandbox`` (this process, single-threaded, from now on); the ABI in force."""
+    return landlock.confine(
+        sandbox.writable, allow_network=sandbox.allow_network, scope=True, bind_ports=sandbox.bind_ports
+    )
 
 
 def kill_descendants() -> None:
@@ -207,11 +248,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent", type=int, metavar="PID", help="the recorder: this launcher dies with it")
     parser.add_argument("--max-memory", type=_positive_int, metavar="BYTES", help="RLIMIT_DATA of the kernel")
     parser.add_argument("--max-cpu-seconds", type=_positive_int, metavar="S", help="RLIMIT_CPU of the kernel")
+    parser.add_argument(
+        "--writable", action="append", default=[], metavar="PATH", help="a path the kernel may write beneath"
+    )
+    parser.add_argument("--allow-network", action="store_true", help="let the kernel use TCP")
+    parser.add_argument(
+        "--bind-port", action="append", type=int, default=[], metavar="PORT", help="a TCP port the kernel may bind"
+    )
+    parser.add_argument("--no-sandbox", action="store_true", help="run the kernel unconfined")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the kernel command line")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no kernel command given")
+    if not args.no_sandbox and not args.writable:
+        parser.error("give the kernel's --writable paths, or --no-sandbox")
+    sandbox = None if args.no_sandbox else Sandbox(tuple(args.writable), args.allow_network, tuple(args.bind_port))
     # interrupts are sent to the whole process group and are meant for the kernel alone
     signal.signal(signal.SIGINT, lambda signum, frame: None)
     status = None
@@ -224,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
         launcher = os.getpid()
         kernel = os.fork()
         if kernel == 0:
-            _become_kernel(command, args.max_memory, args.max_cpu_seconds, launcher)
+            _become_kernel(command, args.max_memory, args.max_cpu_seconds, sandbox, launcher)
         status = _wait_for(kernel)
     except _Stop:
         pass

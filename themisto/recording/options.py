@@ -42,17 +42,37 @@ class RecordOptions:
     skip_pattern: str | None = JUNE_PLUGIN_PATTERN
     # a notebook's cells run in the order of their execution counts when these allow it, or "file": top to bottom
     notebook_order: str = "execution"
+    # The kernel's sandbox (see themisto.recording.launcher): Landlock confines its writes to its working
+    # directory and private folders, denies TCP and keeps its signals and ptrace inside; False: unconfined.
+    sandbox: bool = True
+    allow_network: bool = False  # the sandboxed kernel may use TCP
+    pass_env: tuple[str, ...] = ()  # variables passed to the kernel beyond its allowlist
 
 
 # What a resume does when its replay does not reproduce a recorded step (RecordOptions.resume_diverged).
 RESUME_DIVERGED = ("stop", "continue")
 # What a run does with files that exist, not how steps are made: never saved with a trajectory.
 RUN_CONTROL = ("resume", "overwrite", "resume_diverged")
-# Every option that is saved with a trajectory; a field added to RecordOptions is saved unless it is run control.
-RECORDED = tuple(f.name for f in fields(RecordOptions) if f.name not in RUN_CONTROL)
-# Where and with what resources the kernel runs: a replay may change these to suit its machine; the
-# others decide what a step holds (output and repr caps), so a replay compared with the recording keeps them.
-ENVIRONMENT = ("timeout", "workdir", "kernel_name", "max_memory", "max_cpu_seconds", "isolate_home")
+# How far the kernel is trusted: the caller's choice alone, never saved as an option nor taken from a
+# recording, so no trajectory's provenance (which anyone may write) turns the sandbox off or passes a variable.
+# The provenance says which sandbox was in force (Provenance.sandbox).
+TRUST = ("sandbox", "allow_network", "pass_env")
+# Every option that is saved with a trajectory; a field added to RecordOptions is saved unless it is run
+# control or trust.
+RECORDED = tuple(f.name for f in fields(RecordOptions) if f.name not in RUN_CONTROL + TRUST)
+# Where, with what resources and how confined the kernel runs: a replay may change these to suit its machine;
+# the others decide what a step holds (output and repr caps), so a replay compared with the recording keeps them.
+ENVIRONMENT = (
+    "timeout",
+    "workdir",
+    "kernel_name",
+    "max_memory",
+    "max_cpu_seconds",
+    "isolate_home",
+    "sandbox",
+    "allow_network",
+    "pass_env",
+)
 
 
 def chosen_options(options: RecordOptions) -> frozenset[str]:

@@ -28,7 +28,7 @@ import json
 import os
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,8 @@ class Provenance:
     libraries: dict[str, str] = field(default_factory=dict)
     options: RecordOptions | None = None  # None: not recorded by Themisto (an import)
     workdir: Path | None = None  # the folder the kernel ran in
+    # the kernel's confinement: "landlock-abi-N" (with "+network" where TCP was allowed), "none", or None: unknown
+    sandbox: str | None = None
 
     def versions(self) -> dict[str, str | None]:
         """What made the steps, beyond the options: Themisto, the schema and the kernel's versions."""
@@ -109,6 +111,7 @@ def write_provenance(trajectory: Path, provenance: Provenance) -> Path:
         "python": provenance.python,
         "ipykernel": provenance.ipykernel,
         "libraries": provenance.libraries,
+        "sandbox": provenance.sandbox,
         "source": source,
     }
     if provenance.options is not None:
@@ -141,9 +144,9 @@ def read_provenance(trajectory: Path) -> Provenance | None:
         )
         options = workdir = None
         if data.get("options") is not None:
-            known = {f.name for f in fields(RecordOptions)}
-            # an option this version does not know is ignored; one the file lacks keeps its default
-            values = {name: value for name, value in data["options"].items() if name in known and name != "workdir"}
+            # an option this version does not record is ignored (a trust option a file names among them: it is
+            # never the file's to set); one the file lacks keeps its default
+            values = {name: value for name, value in data["options"].items() if name in RECORDED and name != "workdir"}
             for name, value in values.items():
                 _check_option(name, value)
             place = data["workdir"]
@@ -157,6 +160,7 @@ def read_provenance(trajectory: Path) -> Provenance | None:
             python=data.get("python"),
             ipykernel=data.get("ipykernel"),
             libraries={str(name): str(version) for name, version in (data.get("libraries") or {}).items()},
+            sandbox=data.get("sandbox"),
             options=options,
             workdir=workdir,
         )

@@ -5,12 +5,21 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
+import tempfile
 import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from themisto.exceptions import CallerSpelledError, OptionError, ReplayDivergedError, SourceError, ThemistoError
+from themisto.exceptions import (
+    CallerSpelledError,
+    OptionError,
+    OutputError,
+    ReplayDivergedError,
+    SourceError,
+    ThemistoError,
+)
 from themisto.filesystem import ExclusiveLock, lock_path, partial_path, prepare_output_folder
 from themisto.kernelside import snapshot
 from themisto.progress import Progress, ProgressCounter
@@ -52,7 +61,10 @@ def record_trajectory(
 
     One writer per file: the trajectory is locked (``.<file>.lock``, see
     :class:`~themisto.filesystem.ExclusiveLock`) while it is recorded, and a
-    second writer gets :class:`~themisto.exceptions.OutputError`.
+    second writer gets :class:`~themisto.exceptions.OutputError`. A second lock,
+    in a folder of this user's beneath the system's temporary folder
+    (:func:`unreachable_lock_path`), keeps it so even when a cell (which may
+    write in an output folder inside its working directory) deletes the first.
 
     A resume proves the state it rebuilds: each replayed step must reproduce
     the recorded output and variables (memory addresses aside); the first that
@@ -68,8 +80,28 @@ def record_trajectory(
     if not source.executions:
         raise SourceError(f"{source.source}: no code cells to run, so no trajectory was written")
     path = Path(out_dir) / f"{source.trajectory_id}.jsonl"
-    with ExclusiveLock(lock_path(path), f"trajectory {path}") as lock:
+    what = f"trajectory {path}"
+    with ExclusiveLock(unreachable_lock_path(path), what), ExclusiveLock(lock_path(path), what) as lock:
         return _record_locked(source, path, options, chosen, counter, lock, stop)
+
+
+def unreachable_lock_path(path: Path) -> Path:
+    """A lock file for ``path`` out of every kernel's reach: in ``<tmp>/themisto-locks-<uid>``, named by a hash.
+
+    A sandboxed kernel writes only beneath its working directory and its own private folders, so it cannot
+    remove this file even where the trajectory's own lock file is within its reach. The folder is this user's
+    alone (mode 0700); one that another user made, or a link, is refused.
+    """
+    folder = Path(tempfile.gettempdir()) / f"themisto-locks-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        found = os.lstat(folder)
+    except OSError as exc:
+        raise OutputError(f"cannot make the lock folder {folder}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise OutputError(f"lock folder {folder} is not a private folder of this user's; remove it")
+    digest = hashlib.sha256(str(Path(path).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return folder / f"{digest}.lock"
 
 
 def _record_locked(
@@ -125,6 +157,7 @@ def _record_locked(
             libraries=recorder.kernel_libraries,
             options=options,
             workdir=workdir.resolve(),
+            sandbox=recorder.sandbox,
         )
         if recorded is not None and recorded.options is not None:
             _check_same_versions(path, recorded, provenance)

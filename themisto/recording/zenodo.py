@@ -35,8 +35,10 @@ Assumed shape:
   (the last step, and one just before a restart, then have no known state).
   The finding is reported per file;
 - every data file, and every member of a zip archive, must be under
-  :data:`MAX_FILE_BYTES` (checked before reading, so a small archive that
-  inflates to gigabytes is refused, not unpacked).
+  :data:`MAX_FILE_BYTES`, and all of them together under :data:`MAX_TOTAL_BYTES`
+  (checked before reading, so a small archive that inflates to gigabytes, in
+  one member or in many, is refused, not unpacked);
+- a trajectory file that exists is replaced only with ``overwrite``.
 
 Nothing is evaluated: JSON is parsed with ``json``, CSV with ``csv``, code with ``ast``.
 """
@@ -56,16 +58,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from themisto.exceptions import SourceError
+from themisto.exceptions import OptionError, SourceError
 from themisto.recording.outputs import joined_text, render_outputs
-from themisto.recording.provenance import IMPORTED_BY, Provenance, SourceFile, write_provenance
+from themisto.recording.provenance import IMPORTED_BY, Provenance, SourceFile, sidecar, write_provenance
 from themisto.trajectory import Step, Variable, state_hash, step_from_dict, write_trajectory
 
 RECORD_ID = "14861889"
 ZENODO_API = "https://zenodo.org/api/records/{record}"
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
-# A data file or zip member larger than this is refused before it is read.
-MAX_FILE_BYTES = 1 << 30
+# A data file or zip member larger than this is refused before it is read; and so is a source whose data
+# files together are larger than MAX_TOTAL_BYTES (the published record is far smaller than either).
+MAX_FILE_BYTES = 512 << 20
+MAX_TOTAL_BYTES = 768 << 20
 # A number under ``time`` at least this large is a Unix timestamp (after 1973), not a cell's duration.
 _EPOCH_SECONDS = 1e8
 
@@ -369,40 +373,73 @@ def read_records(name: str, data: bytes) -> Iterator[tuple[str, list[Any]]]:
         raise SourceError(f"{name}: cannot read ({exc})") from None
 
 
-def _data_files(path: Path, name: str | None = None) -> Iterator[tuple[str, bytes]]:
-    """(name, bytes) of every data file in a file, folder or zip archive, in name order.
+class _Budget:
+    """The bytes the importer may still read: every data file of a source together."""
+
+    def __init__(self) -> None:
+        self.left = MAX_TOTAL_BYTES
+
+    def check_total(self, what: str, size: int) -> None:
+        """SourceError if ``size`` more bytes (of ``what``) would pass the total."""
+        if size > self.left:
+            raise SourceError(f"{what}: the data files are over {MAX_TOTAL_BYTES} bytes uncompressed in all")
+
+    @staticmethod
+    def check_file(what: str, size: int) -> None:
+        """SourceError if one file (``what``) of ``size`` bytes is over the limit of one file."""
+        if size > MAX_FILE_BYTES:
+            raise SourceError(f"{what} is {size} bytes uncompressed, over the {MAX_FILE_BYTES}-byte limit")
+
+    def limit(self, what: str, size: int) -> int:
+        """The most bytes ``what``, declared ``size`` bytes long, may have; SourceError if that is already too many."""
+        self.check_file(what, size)
+        self.check_total(what, size)
+        return min(MAX_FILE_BYTES, self.left)
+
+    def take(self, what: str, data: bytes) -> bytes:
+        """Count ``data`` (read with at most one byte past its limit) against the budget; SourceError if over."""
+        self.limit(what, len(data))
+        self.left -= len(data)
+        return data
+
+
+def _data_files(path: Path, name: str | None = None, budget: _Budget | None = None) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of every data file in a file, folder or zip archive, in name order, within ``budget``.
 
     ``name`` stands for the file's own name when the path does not carry it (a download cache entry).
     """
     name = name or path.name
+    budget = budget or _Budget()
     if path.is_dir():
         for child in sorted(p for p in path.rglob("*") if p.is_file()):
             if child.suffix.lower() in (*DATA_SUFFIXES, ".zip"):
-                yield from _data_files(child)
+                yield from _data_files(child, budget=budget)
     elif Path(name).suffix.lower() == ".zip":
         try:
             with zipfile.ZipFile(path) as archive:
-                for info in sorted(archive.infolist(), key=lambda i: i.filename):
-                    if not info.is_dir() and Path(info.filename).suffix.lower() in DATA_SUFFIXES:
-                        _check_size(f"{name}: member {info.filename}", info.file_size)
-                        with archive.open(info) as member:
-                            # a member may inflate past the size its header declares: never read more
-                            data = member.read(MAX_FILE_BYTES + 1)
-                        _check_size(f"{name}: member {info.filename}", len(data))
-                        yield info.filename, data
+                members = [
+                    info
+                    for info in sorted(archive.infolist(), key=lambda i: i.filename)
+                    if not info.is_dir() and Path(info.filename).suffix.lower() in DATA_SUFFIXES
+                ]
+                for info in members:  # before any member is read
+                    budget.check_file(f"{name}: member {info.filename}", info.file_size)
+                budget.check_total(name, sum(info.file_size for info in members))
+                for info in members:
+                    what = f"{name}: member {info.filename}"
+                    limit = budget.limit(what, info.file_size)
+                    with archive.open(info) as member:
+                        # a member may inflate past the size its header declares: never read more
+                        data = member.read(limit + 1)
+                    yield info.filename, budget.take(what, data)
         except zipfile.BadZipFile:
             raise SourceError(f"{name}: not a valid zip archive") from None
     elif path.is_file():
-        _check_size(name, path.stat().st_size)
-        yield name, path.read_bytes()
+        limit = budget.limit(name, path.stat().st_size)
+        with path.open("rb") as handle:
+            yield name, budget.take(name, handle.read(limit + 1))
     else:
         raise SourceError(f"no such file or folder: {path}")
-
-
-def _check_size(what: str, size: int) -> None:
-    """Refuse a data file that would not fit the importer's memory budget."""
-    if size > MAX_FILE_BYTES:
-        raise SourceError(f"{what} is {size} bytes uncompressed, over the {MAX_FILE_BYTES}-byte limit")
 
 
 def download(source: str) -> list[tuple[Path, str]]:
@@ -469,23 +506,30 @@ def load_trajectories(source: str, notice: Callable[[str], None] | None = None) 
     return trajectories
 
 
-def import_zenodo(source: str, out_dir: str | Path, notice: Callable[[str], None] | None = None) -> list[Path]:
+def import_zenodo(
+    source: str, out_dir: str | Path, notice: Callable[[str], None] | None = None, overwrite: bool = False
+) -> list[Path]:
     """Convert a Themisto source to one trajectory JSONL file per trajectory in ``out_dir``.
 
     Each is written with its provenance: the data file it came from and its sha256 (no recording
     options: Themisto did not record it). ``notice`` is told how each file's runtime was read.
+    A trajectory file that exists (one recorded, say) is replaced only with ``overwrite``; otherwise
+    :class:`OptionError` names it before any file is written.
     """
     out_dir = Path(out_dir)
-    written = []
+    targets: dict[Path, tuple[list[Step], SourceFile]] = {}
     for steps, made in load_trajectories(source, notice):
         if not steps:
             continue
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", steps[0].trajectory_id)
         target = out_dir / f"{safe}.jsonl"
-        if target in written:
+        if target in targets:
             raise SourceError(f"{source}: two trajectories are named {steps[0].trajectory_id!r}")
+        if not overwrite and (target.exists() or sidecar(target).exists()):
+            raise OptionError("{path} exists; replace it with {overwrite:True}", path=target)
+        targets[target] = steps, made
+    for target, (steps, made) in targets.items():
         # the provenance first: a trajectory file never stands without it
         write_provenance(target, Provenance(IMPORTED_BY, made))
         write_trajectory(target, steps)  # a half-converted file never replaces a complete one
-        written.append(target)
-    return written
+    return list(targets)

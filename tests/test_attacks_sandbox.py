@@ -1,0 +1,281 @@
+"""Attacks on the sandbox: a cell tries to write, signal, trace and connect out of its kernel (SECURITY.md, threat 10).
+
+Real ``themisto record`` and ``stability`` processes, real kernels in their real Landlock domain. Each cell
+catches the refusal and prints what happened, so the trajectory holds the verdict of every attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import psutil
+import pytest
+from attacks import (
+    PROCESS_TIMEOUT,
+    REPOSITORY,
+    assert_one_line_error,
+    is_gone,
+    lines_of,
+    process_environment,
+    run_themisto,
+    start_themisto,
+    themisto_command,
+    wait_for,
+    write_notebook,
+)
+
+from themisto.kernelside import landlock
+from themisto.recording.kernel import Recorder
+from themisto.recording.options import RecordOptions
+from themisto.recording.provenance import read_provenance
+from themisto.trajectory import read_trajectory
+
+pytestmark = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI >= 6 (scoped signals)")
+
+# Prints 'allowed' or the exception's name for ATTEMPT (an expression), the cell's whole output.
+TRY = "try:\n    {attempt}\n    print('allowed')\nexcept OSError as exc:\n    print(type(exc).__name__)"
+# The kernel's parent is its launcher, whose parent is the themisto process.
+ANCESTORS = (
+    "import os, signal, socket, subprocess, time\n"
+    "launcher = os.getppid()\n"
+    "themisto = int(open(f'/proc/{launcher}/stat').read().rsplit(')', 1)[1].split()[1])"
+)
+
+
+def attempt(expression: str) -> str:
+    return TRY.format(attempt=expression)
+
+
+def outputs(out: Path, name: str) -> list[str]:
+    """The output of each step of ``out/NAME.jsonl``."""
+    return [step.output for step in read_trajectory(out / f"{name}.jsonl")]
+
+
+def test_a_cell_writes_only_beneath_its_working_directory_and_private_folders(tmp_path: Path) -> None:
+    work, elsewhere, out = tmp_path / "work", tmp_path / "elsewhere", tmp_path / "out"
+    work.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "kept.txt").write_text("kept")
+    cells = [
+        ANCESTORS,
+        attempt("open('mine.txt', 'w').write('x')"),
+        attempt("import tempfile; tempfile.NamedTemporaryFile().write(b'x')"),
+        attempt(f"open({str(elsewhere / 'new.txt')!r}, 'w')"),
+        attempt(f"os.remove({str(elsewhere / 'kept.txt')!r})"),
+        attempt(f"open({str(out / 'forged.jsonl')!r}, 'w')"),  # the output folder, outside the working directory
+        attempt("open(os.path.expanduser('~/.themisto-attack'), 'w')"),
+        # the libraries that write files find their folders writable: matplotlib's cache, IPython's history
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()",
+        "len(list(get_ipython().history_manager.get_range_by_str('1-3'))) > 0",
+    ]
+    notebook = write_notebook(work / "writes.ipynb", cells)
+    result = run_themisto("record", str(notebook), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    steps = read_trajectory(out / "writes.jsonl")
+    verdicts = [step.output for step in steps[1:7]]
+    assert verdicts == [
+        "allowed",
+        "allowed",
+        "PermissionError",
+        "PermissionError",
+        "PermissionError",
+        "PermissionError",
+    ]
+    assert (work / "mine.txt").read_text() == "x" and (elsewhere / "kept.txt").read_text() == "kept"
+    assert not (elsewhere / "new.txt").exists() and not (out / "forged.jsonl").exists()
+    assert steps[7].error is None and steps[7].output == "<image/png>" and steps[8].output == "True"
+    provenance = read_provenance(out / "writes.jsonl")
+    assert provenance is not None and provenance.sandbox == f"landlock-abi-{landlock.abi_version()}"
+
+
+def test_a_cell_cannot_signal_trace_or_read_its_launcher_or_themisto(tmp_path: Path) -> None:
+    cells = [
+        ANCESTORS,
+        attempt("os.kill(launcher, signal.SIGSTOP)"),
+        attempt("os.kill(themisto, signal.SIGKILL)"),
+        attempt("open(f'/proc/{launcher}/mem', 'rb')"),
+        attempt("open(f'/proc/{themisto}/environ', 'rb').read()"),
+        # its own children stay in reach
+        attempt("child = subprocess.Popen(['sleep', '60']); os.kill(child.pid, signal.SIGKILL); child.wait()"),
+    ]
+    notebook = write_notebook(tmp_path / "signals.ipynb", cells)
+    recorded = run_themisto("record", str(notebook), "-o", str(tmp_path / "out"))
+    assert recorded.returncode == 0, recorded.stderr
+    assert outputs(tmp_path / "out", "signals")[1:] == ["PermissionError"] * 4 + ["allowed"]
+    # the same cells replayed by stability: its kernels are confined as well, so nothing kills the run, even
+    # where the trajectory's provenance (anyone's file) names the trust options
+    sidecar = tmp_path / "out" / "signals.provenance.json"
+    forged = json.loads(sidecar.read_text())
+    forged["options"].update(sandbox=False, allow_network=True, pass_env=["THEMISTO_ATTACK"])
+    sidecar.write_text(json.dumps(forged))
+    annotated = tmp_path / "annotated"
+    replayed = run_themisto("stability", str(tmp_path / "out"), "--runs", "1", "-o", str(annotated))
+    assert replayed.returncode == 0, replayed.stderr
+    assert outputs(annotated, "signals") == outputs(tmp_path / "out", "signals")
+
+
+def test_tcp_and_abstract_sockets_are_refused_unless_the_network_is_allowed(tmp_path: Path) -> None:
+    name = f"\0themisto-attack-{os.getpid()}"
+    with socket.socket() as listener, socket.socket(socket.AF_UNIX) as abstract:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        abstract.bind(name)
+        abstract.listen(8)
+        port = listener.getsockname()[1]
+        cells = [
+            "import socket",
+            attempt(f"socket.create_connection(('127.0.0.1', {port}), timeout=10).close()"),
+            attempt("socket.socket().bind(('127.0.0.1', 0))"),
+            attempt(f"socket.socket(socket.AF_UNIX).connect({name!r})"),
+        ]
+        notebook = write_notebook(tmp_path / "net.ipynb", cells)
+        denied = run_themisto("record", str(notebook), "-o", str(tmp_path / "denied"))
+        allowed = run_themisto("record", str(notebook), "-o", str(tmp_path / "allowed"), "--allow-network")
+    assert denied.returncode == 0 and allowed.returncode == 0, (denied.stderr, allowed.stderr)
+    assert outputs(tmp_path / "denied", "net")[1:] == ["PermissionError"] * 3
+    # TCP opens with the option; abstract sockets stay scoped to the domain
+    assert outputs(tmp_path / "allowed", "net")[1:] == ["allowed", "allowed", "PermissionError"]
+    provenance = read_provenance(tmp_path / "allowed" / "net.jsonl")
+    assert provenance is not None and provenance.sandbox == f"landlock-abi-{landlock.abi_version()}+network"
+
+
+# A cell that tries to stop its launcher (D3), then starts a child in a session of its own and writes its pid.
+STOP_AND_DETACH = (
+    ANCESTORS + "\ntry:\n    os.kill(launcher, signal.SIGSTOP)\n    stopped = 'stopped'\nexcept OSError as exc:\n"
+    "    stopped = type(exc).__name__\n"
+    "child = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+    "open('pids.tmp', 'w').write(f'{{\"launcher\": {launcher}, \"kernel\": {os.getpid()}, \"child\": {child.pid}}}')\n"
+    "os.rename('pids.tmp', 'pids.json')\n"
+    "print(stopped)"
+)
+
+
+def test_d3_a_cell_that_stops_its_launcher_and_detaches_a_child_leaves_nothing_behind(tmp_path: Path) -> None:
+    notebook = write_notebook(tmp_path / "detach.ipynb", [STOP_AND_DETACH, "print('after')"])
+    result = run_themisto("record", str(notebook), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert outputs(tmp_path / "out", "detach") == ["PermissionError", "after"]
+    pids = json.loads((tmp_path / "pids.json").read_text())
+    for role, pid in pids.items():
+        wait_for(partial(is_gone, pid), timeout=10, what=f"the {role} process {pid} to end")
+
+
+def test_d4_after_that_a_killed_recorder_still_takes_the_launcher_kernel_and_child(tmp_path: Path) -> None:
+    notebook = write_notebook(tmp_path / "detach.ipynb", [STOP_AND_DETACH + "\ntime.sleep(600)"])
+    recorder = start_themisto("record", str(notebook), "-o", str(tmp_path / "out"), "--timeout", "900")
+    pids_file = tmp_path / "pids.json"
+    try:
+        wait_for(lambda: pids_file.exists() or recorder.poll() is not None, what="the cell's processes")
+        assert recorder.poll() is None, recorder.communicate()
+        pids = json.loads(pids_file.read_text())
+        assert psutil.Process(pids["launcher"]).status() != psutil.STATUS_STOPPED
+        recorder.kill()
+        recorder.wait(timeout=30)
+    finally:
+        recorder.kill()
+        recorder.communicate()
+    for role, pid in pids.items():
+        wait_for(partial(is_gone, pid), timeout=10, what=f"the {role} process {pid} to end")
+
+
+def test_b16_a_cell_that_deletes_its_recordings_lock_does_not_let_a_second_recording_in(tmp_path: Path) -> None:
+    # the output folder inside the working directory: the cell can reach the lock file beside the trajectory
+    out = tmp_path / "out"
+    go = tmp_path / "go"
+    cells = [
+        "import os, time\nos.remove('out/.locks.jsonl.lock')\nprint(os.path.exists('out/.locks.jsonl.lock'))",
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)",
+        "b = 2",
+    ]
+    notebook = write_notebook(tmp_path / "locks.ipynb", cells)
+    first = start_themisto("record", str(notebook), "-o", str(out))
+    try:
+        wait_for(lambda: lines_of(out / "locks.jsonl") >= 1 or first.poll() is not None, what="the first step")
+        second = run_themisto("record", str(notebook), "-o", str(out), "--overwrite")
+        go.touch()
+        _, stderr = first.communicate(timeout=PROCESS_TIMEOUT)
+    finally:
+        first.kill()
+    assert second.returncode == 2
+    assert_one_line_error(second.stderr, "record", "being written by another process")
+    assert first.returncode == 0, stderr
+    assert outputs(out, "locks") == ["False", "", ""]  # the lock was gone, and the first recording is whole
+
+
+def seccomp_without_landlock() -> str:
+    """Python code that makes every Landlock syscall of this process and its children fail with ENOSYS.
+
+    A seccomp filter (stdlib ctypes) stands in for a kernel that has no Landlock.
+    """
+    return """
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+ENOSYS = 38
+program = b''.join(struct.pack('HBBI', *instruction) for instruction in [
+    (0x20, 0, 0, 0),  # load the syscall number
+    (0x25, 0, 2, 443),  # number > 443?
+    (0x25, 1, 0, 446),  # number > 446: allow
+    (0x06, 0, 0, 0x00050000 | ENOSYS),  # 444-446, the Landlock calls: ENOSYS
+    (0x06, 0, 0, 0x7FFF0000),  # allow
+])
+buffer = ctypes.create_string_buffer(program)
+fprog = struct.pack('HxxxxxxQ', len(program) // 8, ctypes.addressof(buffer))
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # no new privileges
+assert libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0, ctypes.get_errno()  # seccomp filter
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+"""
+
+
+def test_where_landlock_is_missing_record_refuses_in_one_line_naming_no_sandbox(tmp_path: Path) -> None:
+    notebook = write_notebook(tmp_path / "plain.ipynb", ["x = 1"])
+    wrapper = [sys.executable, "-c", seccomp_without_landlock()]
+    probe = subprocess.run(
+        [*wrapper, "-c", "from themisto.kernelside import landlock; print(landlock.abi_version())"],
+        capture_output=True, text=True, env=process_environment(), cwd=REPOSITORY, timeout=60,
+    )  # fmt: skip
+    assert probe.stdout.strip() == "0", probe.stderr  # the stand-in works: no Landlock in there
+    for command in (["record", str(notebook), "-o", str(tmp_path / "out")], ["stability", str(tmp_path / "none")]):
+        refused = subprocess.run(
+            [*wrapper, *themisto_command(*command)[1:]],
+            capture_output=True, text=True, env=process_environment(), cwd=REPOSITORY, timeout=PROCESS_TIMEOUT,
+        )  # fmt: skip
+        assert refused.returncode == 2
+        assert_one_line_error(refused.stderr, command[0], "no Landlock", "--no-sandbox")
+    assert not (tmp_path / "out" / "plain.jsonl").exists()
+    unconfined = subprocess.run(
+        [*wrapper, *themisto_command("record", str(notebook), "-o", str(tmp_path / "out"), "--no-sandbox")[1:]],
+        capture_output=True, text=True, env=process_environment(), cwd=REPOSITORY, timeout=PROCESS_TIMEOUT,
+    )  # fmt: skip
+    assert unconfined.returncode == 0, unconfined.stderr
+    provenance = read_provenance(tmp_path / "out" / "plain.jsonl")
+    assert provenance is not None and provenance.sandbox == "none"
+
+
+class TcpRecorder(Recorder):
+    """A recorder whose kernel talks over TCP (as a replay whose forked children must not reach it may)."""
+
+    def transport(self) -> str:
+        return "tcp"
+
+
+def test_over_tcp_the_sandboxed_kernel_binds_its_own_ports_and_connects_to_none(tmp_path: Path) -> None:
+    cell = (
+        "import json, socket\nfrom ipykernel.connect import get_connection_info\n"
+        "port = json.loads(get_connection_info())['shell_port']\n"
+        + attempt("socket.create_connection(('127.0.0.1', port), timeout=5).close()")
+        + "\n"
+        + attempt("socket.socket().bind(('127.0.0.1', 0))")
+    )
+    with TcpRecorder("tcp", tmp_path, RecordOptions(timeout=60)) as recorder:
+        assert recorder._manager.transport == "tcp"
+        step = recorder.run_cell(cell, "c0")
+        after = recorder.run_cell("x = 1\nx", "c1")
+    # the kernel answered over its TCP ports, yet cannot reach its own shell port nor bind another one
+    assert step.error is None and step.output.split() == ["PermissionError", "PermissionError"]
+    assert after.output == "1" and not after.restarted

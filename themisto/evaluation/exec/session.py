@@ -1,0 +1,190 @@
+"""A replay kernel that can also run cells in forked, confined children, and check that they left it alone.
+
+:class:`ForkingSession` composes a :class:`~themisto.recording.kernel.Recorder` (the recorder of
+``themisto record``, with its credential scrubbing, resource limits and timeouts): the recorder runs the
+replay's own cells; the session adds the forked run of :mod:`themisto.kernelside.fork` and the checks
+that a forked run changed neither the replay's namespace nor its working folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from themisto.kernelside import wire
+from themisto.recording import inject
+from themisto.recording.kernel import KERNEL_START_TIMEOUT, Execution, Recorder
+from themisto.recording.options import RecordOptions
+from themisto.recording.outputs import normalize_output
+from themisto.trajectory import Step, Variable, state_hash
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What the replay looked like before a forked run: its namespace and its working folder."""
+
+    namespace: dict[str, Variable] | None  # None: unknown (the last snapshot failed)
+    folder: tuple[tuple[str, int, int, int], ...]  # (path, mode, size, mtime) of every entry
+
+
+def folder_signature(root: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """Every entry under ``root`` with its type, size and modification time (links not followed)."""
+    entries = []
+    for folder, names, files in os.walk(root):
+        for name in sorted(names + files):
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:  # vanished while walked: the walk after says so
+                continue
+            size = info.st_size if not stat.S_ISDIR(info.st_mode) else 0
+            entries.append((os.path.relpath(path, root), info.st_mode, size, info.st_mtime_ns))
+    return tuple(sorted(entries))
+
+
+class ForkingSession:
+    """One replay kernel: the recorder's cells, plus cells run in forked children of the kernel.
+
+    ``scratch`` holds the children's private folders and the code files a forked run reads (the kernel's
+    sandbox lets it write there too). With ``options.sandbox`` each child runs in a nested Landlock domain: it writes only in its private folder, signals and
+    ptraces nothing outside its domain (the kernel, the scorer), and connects to no TCP port (the kernel's
+    channels among them).
+    """
+
+    def __init__(
+        self,
+        trajectory_id: str,
+        workdir: Path,
+        options: RecordOptions,
+        scratch: Path,
+        *,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.recorder = Recorder(
+            trajectory_id,
+            workdir,
+            options,
+            stop=stop,
+            installs=(inject.fork_install_code(),),
+            also_writable=(scratch,),
+        )
+        self.workdir, self.options, self.scratch = workdir, options, scratch
+        self._requests = 0
+
+    def __enter__(self) -> ForkingSession:
+        self.recorder.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.recorder.close()
+
+    # the replay's own cells
+
+    def run_cell(self, code: str, cell_id: str, interrupt_after: float | None = None) -> Step:
+        return self.recorder.run_cell(code, cell_id, interrupt_after=interrupt_after)
+
+    def restart(self) -> None:
+        self.recorder.restart()
+
+    def skip_stopped(self) -> None:
+        self.recorder.skip_stopped()
+
+    def before(self) -> dict[str, Variable] | None:
+        """The namespace before the next cell, as the last snapshot described it; None: unknown."""
+        return self.recorder.known_variables()
+
+    # forked runs
+
+    def fork_request(self, codes: Sequence[str]) -> wire.ForkRequest:
+        """The request that runs ``codes`` in forked children; each code goes to a file of its own."""
+        self._requests += 1
+        folder = Path(tempfile.mkdtemp(prefix=f"codes-{self._requests}-", dir=self.scratch))
+        files = []
+        for number, code in enumerate(codes):
+            path = folder / f"{number}.py"
+            path.write_text(code, encoding="utf-8")
+            files.append(str(path))
+        return wire.ForkRequest(
+            code_files=files,
+            timeout=self.options.timeout,
+            max_raw_output_chars=self.options.max_raw_output_chars,
+            root=str(self.workdir),
+            scratch=str(self.scratch),
+            confine=self.options.sandbox,
+            # the children's snapshots name the variables unchanged since the recorder's last one, and announce
+            # nothing (the recorder's file is not theirs to write)
+            snapshot=replace(self.recorder.snapshot_request(), announce=None),
+        )
+
+    def fork_execution(self, codes: Sequence[str]) -> Execution:
+        """The silent request whose user expression runs ``codes`` in forked children (``fork.run``)."""
+        request = self.fork_request(codes)
+        try:
+            # Each child has its timeout for the cell and again for the snapshot; the copies take the rest.
+            limit = len(codes) * 2 * self.options.timeout + KERNEL_START_TIMEOUT
+            return self.recorder.request({"fork": inject.fork_run_expression(request)}, limit)
+        finally:
+            for path in request.code_files:  # the kernel deletes them; not if it never got to them
+                Path(path).unlink(missing_ok=True)
+            with contextlib.suppress(OSError, IndexError):
+                Path(request.code_files[0]).parent.rmdir()
+
+    def fork_run(self, codes: Sequence[str]) -> list[wire.ChildResult] | None:
+        """Each code's result in a forked child of the kernel; None if the kernel died (it has been restarted)."""
+        execution = self.fork_execution(codes)
+        if execution.broken:
+            self.recorder.restart()
+            return None
+        answer = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("fork")
+        if not isinstance(answer, dict) or answer.get("status") != "ok":
+            # notebook code broke os.fork or the module (or the request timed out and was interrupted)
+            evalue = answer.get("evalue", "no answer") if isinstance(answer, dict) else "no answer"
+            return [wire.fault("fault", "KernelError", f"the forked run failed: {evalue}")] * len(codes)
+        try:
+            results = [wire.ChildResult.from_dict(item) for item in _json_list(answer["data"]["text/plain"])]
+        except (KeyError, TypeError, ValueError):
+            results = []
+        if len(results) != len(codes):
+            return [wire.fault("fault", "KernelError", "malformed answer from the kernel")] * len(codes)
+        return results
+
+    # integrity
+
+    def checkpoint(self) -> Checkpoint:
+        """The replay's namespace (as last described) and working folder, before a forked run."""
+        return Checkpoint(self.before(), folder_signature(self.workdir))
+
+    def changed_since(self, checkpoint: Checkpoint) -> str | None:
+        """What a forked run changed in the replay since ``checkpoint`` (namespace or folder); None: nothing."""
+        if folder_signature(self.workdir) != checkpoint.folder:
+            return "the replay's working folder"
+        if checkpoint.namespace is None:
+            return None
+        now = self.recorder.take_snapshot()
+        if now.error is not None or state_key(now.variables) != state_key(list(checkpoint.namespace.values())):
+            return "the replay's namespace"
+        return None
+
+
+def state_key(variables: Sequence[Variable]) -> str:
+    """A hash of a namespace by what a cell decides: names, types, reprs (addresses masked), shapes, lengths.
+
+    The size estimate is left out: ``getsizeof`` of a list depends on how it
+    was grown (``list(range(3))`` and ``[0, 1, 2]`` differ), not on its value.
+    """
+    return state_hash([replace(v, size_bytes=None, size_method=None, repr=normalize_output(v.repr)) for v in variables])
+
+
+def _json_list(text: Any) -> list[Any]:
+    value = json.loads(text)
+    if not isinstance(value, list):
+        raise ValueError("not a list")
+    return value

@@ -1,0 +1,139 @@
+"""The records that cross the kernel boundary: what the host asks of a kernel-side function, and what comes back.
+
+The host builds a request from its :class:`~themisto.recording.options.RecordOptions` (see
+:mod:`themisto.recording.inject`); the kernel decodes the same class from JSON and hands it to the kernel-side
+function, which reads every setting from it and has no defaults of its own. The host decodes each answer
+with the result class, which refuses missing, extra or mistyped fields (the answer passed through a process
+that runs untrusted code).
+
+A module of :mod:`themisto.kernelside`: standard library only, sent to the kernel as source text (and so
+without ``from __future__ import annotations``: a dataclass of a module not yet in ``sys.modules`` needs its
+annotations evaluated).
+"""
+
+import dataclasses
+import json
+import types
+import typing
+from typing import Any, TypeVar
+
+MODULE_NAME = "_themisto_wire"
+
+_Record = TypeVar("_Record", bound="Record")
+
+
+class WireError(ValueError):
+    """A record that is not what its class says: a field missing, extra or of the wrong type."""
+
+
+class Record:
+    """JSON encoding and strict decoding for the dataclasses below."""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls: type[_Record], text: str) -> _Record:
+        """The record encoded in ``text``; :class:`WireError` when it is not one."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise WireError(f"{cls.__name__}: not JSON ({exc})") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls: type[_Record], data: Any) -> _Record:
+        """The record in the decoded JSON ``data``, every field checked against its annotation."""
+        if not isinstance(data, dict):
+            raise WireError(f"{cls.__name__}: not an object")
+        names = {field.name for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        if set(data) != names:
+            raise WireError(f"{cls.__name__}: fields {sorted(set(data) ^ names)} missing or unexpected")
+        hints = _HINTS.get(cls) or _HINTS.setdefault(cls, typing.get_type_hints(cls))
+        return cls(**{name: _checked(hints[name], data[name], f"{cls.__name__}.{name}") for name in names})
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _checked(kind: Any, value: Any, where: str) -> Any:
+    """``value`` as the annotated ``kind`` (int, float, str, bool, a Record, a list or an Optional of them)."""
+    origin, arguments = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Union or origin is types.UnionType:
+        if value is None and type(None) in arguments:
+            return None
+        (inner,) = [argument for argument in arguments if argument is not type(None)]
+        return _checked(inner, value, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise WireError(f"{where}: not a list")
+        return [_checked(arguments[0], item, where) for item in value]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise WireError(f"{where}: not an object")
+        return value
+    if isinstance(kind, type) and issubclass(kind, Record):
+        return kind.from_dict(value)
+    if kind is float and type(value) in (int, float):
+        return float(value)
+    if kind is Any or type(value) is kind:
+        return value
+    raise WireError(f"{where}: {type(value).__name__}, not {getattr(kind, '__name__', kind)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotRequest(Record):
+    """What a snapshot of the user namespace describes (``snapshot.take``)."""
+
+    max_repr_chars: int  # a variable's repr is cut to this many characters
+    repr_timeout: float  # seconds one variable's description may take
+    max_variables: int  # variables described (by name); the rest are counted
+    known: int  # the generation of the last snapshot the host received: unchanged variables go by name alone
+    announce: str | None  # the file where the kernel says the cell finished, before the snapshot begins
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotResult(Record):
+    """A snapshot as the kernel sends it: ``variables`` are records, or ``{"name": ...}`` for an unchanged one."""
+
+    generation: int
+    variables: list[dict[str, Any]]
+    seconds: float
+    omitted: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ForkRequest(Record):
+    """Cells to run, each in a forked copy of the kernel (``fork.run``).
+
+    ``code_files`` name one file per cell, which the kernel opens and deletes before the first fork and only
+    the cell's own child reads, so no cell's text is in the kernel's memory when a child is forked.
+    """
+
+    code_files: list[str]
+    timeout: float  # seconds a cell may run, and again for its snapshot
+    max_raw_output_chars: int  # the output a child keeps
+    root: str  # the kernel's working directory, copied for each child
+    scratch: str  # where the children's private folders are made
+    confine: bool  # each child runs in a nested Landlock domain of its own (``landlock.confine``)
+    snapshot: SnapshotRequest  # the snapshot each child takes of its namespace after its cell
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildResult(Record):
+    """What one forked cell did: its status, outcome, captured messages and the snapshot after it."""
+
+    status: str  # ok, error, timeout, exited (the child ended itself), fault (the run could not be set up)
+    ename: str
+    evalue: str
+    seconds: float  # the cell's own run time
+    messages: list[dict[str, Any]]  # what the cell would have published, in order: {"msg_type", "content"}
+    dropped_chars: int
+    dropped_trailing_newlines: int
+    snapshot: str | None  # the SnapshotResult JSON, when it came
+    snapshot_error: str | None
+
+
+def fault(status: str, ename: str, evalue: str) -> ChildResult:
+    """A result without a run: a child that timed out, ended itself or could not be set up."""
+    return ChildResult(status, ename, evalue, 0.0, [], 0, 0, None, None)
