@@ -25,6 +25,8 @@ from themisto.recording.record import record_source
 from themisto.trajectory import read_trajectory
 from themisto.vocabulary import NEXT_CELL_TASK, REFERENCE_MODEL
 
+pytestmark = pytest.mark.kernel  # every test records or replays with real kernels
+
 # The session: the answer at step 2 is the developer's `print(counter * 7)`, which prints 42.
 CELLS = [
     "import os\nhere = os.getcwd()\nlog = open('log.txt', 'a')",

@@ -314,6 +314,7 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(path.name for path in folder.iterdir() if path.name.startswith("."))
 
 
+@pytest.mark.kernel
 def test_b12_a_build_into_the_folder_of_its_inputs_or_of_other_files_is_refused_and_deletes_nothing(
     tmp_path: Path,
 ) -> None:

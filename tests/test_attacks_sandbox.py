@@ -36,7 +36,10 @@ from themisto.recording.options import RecordOptions
 from themisto.recording.provenance import read_provenance
 from themisto.trajectory import read_trajectory
 
-pytestmark = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI >= 6 (scoped signals)")
+pytestmark = [
+    pytest.mark.kernel,  # every test records with real kernels
+    pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI >= 6 (scoped signals)"),
+]
 
 # Prints 'allowed' or the exception's name for ATTEMPT (an expression), the cell's whole output.
 TRY = "try:\n    {attempt}\n    print('allowed')\nexcept OSError as exc:\n    print(type(exc).__name__)"

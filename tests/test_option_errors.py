@@ -209,3 +209,10 @@ def test_eval_and_record_refuse_bad_input_in_one_line_before_any_work(
         assert errors[-1].count("\n") == 1 and message in errors[-1], (argv, errors[-1])
     assert errors[0].index("themisto-repeat-last") < errors[0].index("lm-eval models: ") < errors[0].index(" hf,")
     assert not (tmp_path / "run").exists() and not (tmp_path / "rec").exists()
+
+
+def test_a_switch_turned_off_is_spelled_as_its_no_flag_on_the_command_line() -> None:
+    error = OptionError("run with {sandbox:False} or {timeout:5}", needed=6)
+    assert str(error) == "run with sandbox=False or timeout=5"
+    flags = {"sandbox": "--no-sandbox", "timeout": "--timeout"}
+    assert error_line(error, flags) == "run with --no-sandbox or --timeout 5"

@@ -161,7 +161,8 @@ def error_line(exc: BaseException, flags: Mapping[str, str]) -> str:
 
     def spell(name: str, value: str | None) -> str:
         flag = flags.get(name, "--" + name.replace("_", "-"))
-        return flag if value in (None, "True") else f"{flag} {value}"
+        switched_off = value == "False" and flag.startswith("--no-")  # a store_false flag: --no-sandbox
+        return flag if value in (None, "True") or switched_off else f"{flag} {value}"
 
     return one_line(exc.render(spell))
 

@@ -243,8 +243,10 @@ def _check_sandbox() -> None:
 
     abi = landlock.abi_version()
     if abi < SANDBOX_ABI:
-        raise InputError(
-            f"this system offers Landlock ABI {abi}, and a prediction's sandbox needs {SANDBOX_ABI} (scoped"
-            " signals): run without it with --no-sandbox (sandbox=False), knowing a prediction can then reach"
-            " the replay kernel and the scorer"
+        raise OptionError(
+            "this system offers Landlock ABI {abi}, and a prediction's sandbox needs {needed} (scoped signals):"
+            " run without it with {sandbox:False}, knowing a prediction can then reach the replay kernel and the"
+            " scorer",
+            abi=abi,
+            needed=SANDBOX_ABI,
         )
