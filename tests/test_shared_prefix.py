@@ -132,3 +132,35 @@ def test_shared_prefixes_run_once_and_overlong_requests_are_cut_as_lm_eval_cuts_
         <= history_tokens + sum(n - history_tokens + 2 for n in tokens[:4]) + tokens[4]
     )
     assert shared.tokens_run < sum(tokens) / 2
+
+
+def test_the_callback_logs_the_likelihood_deltas_of_the_model_being_trained(
+    data_dir: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        Trainer,
+        TrainerControl,
+        TrainerState,
+        TrainingArguments,
+    )
+
+    from themisto.integrations import ThemistoCallback
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model).train()
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    trainer = Trainer(model=model, args=args, processing_class=AutoTokenizer.from_pretrained(tiny_model))
+    callback = ThemistoCallback(trainer, tasks=[BPB_GROUP], limit=2, data=str(data_dir), shared_prefix=True)
+    callback.on_evaluate(trainer.args, TrainerState(is_world_process_zero=True), TrainerControl(), model=model)
+    (logged,) = trainer.state.log_history
+    for task in ("themisto_output_bpb", "themisto_next_cell_bpb"):
+        runtime = logged[f"themisto/{task.replace('_bpb', '_runtime_bpb')}/{BPB_METRIC}"]
+        placebo = logged[f"themisto/{task.replace('_bpb', '_placebo_bpb')}/{BPB_METRIC}"]
+        plain = logged[f"themisto/{task}/{BPB_METRIC}"]
+        assert logged[f"themisto/delta/{task}/{BPB_METRIC}"] == pytest.approx(runtime - plain)
+        assert logged[f"themisto/delta/{task.replace('_bpb', '_placebo_bpb')}/{BPB_METRIC}"] == pytest.approx(
+            runtime - placebo
+        )
+        assert plain > 0 and runtime != plain  # a random model pays bits for every byte, differently per arm
+    assert model.training  # put back in the mode it had

