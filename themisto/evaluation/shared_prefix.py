@@ -46,6 +46,23 @@ def shared_length(first: list[int], second: list[int]) -> int:
     return next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))
 
 
+def shared_walk(pairs: list[tuple[list[int], list[int]]]) -> list[tuple[int, int]]:
+    """The order to score (context, continuation) token pairs in: (index, leading tokens reused from the one before).
+
+    Sorted, each pair keeps what it shares with the previous pair's tokens, but at most its context minus the
+    last token, whose logits score the first continuation token; the model runs over the rest but the last token.
+    """
+    order = sorted(range(len(pairs)), key=lambda i: pairs[i][0] + pairs[i][1])
+    walk = []
+    previous: list[int] = []
+    for i in order:
+        context, continuation = pairs[i]
+        tokens = context + continuation
+        walk.append((i, min(shared_length(previous, tokens[:-1]), len(context) - 1)))
+        previous = tokens[:-1]
+    return walk
+
+
 @register_model(SHARED_PREFIX_MODEL)
 class SharedPrefixHFLM(HFLM):
     """lm-eval's ``hf`` model (causal LMs) whose ``loglikelihood`` computes each shared prompt prefix once."""
@@ -73,23 +90,25 @@ class SharedPrefixHFLM(HFLM):
             scored = super()._loglikelihood_tokens([requests[i] for i in too_long], disable_tqdm, override_bs)
             for i, answer in zip(too_long, scored, strict=True):
                 results[i] = answer
-        walk = sorted((i for i, fit in enumerate(fits) if fit), key=lambda i: requests[i][1] + requests[i][2])
+        fitting = [i for i, fit in enumerate(fits) if fit]
+        walk = shared_walk([(requests[i][1], requests[i][2]) for i in fitting])
         cache = DynamicCache()
-        cached: list[int] = []  # the tokens the cache holds
+        cached = 0  # how many tokens the cache holds
         with torch.inference_mode():
-            for i in tqdm(walk, disable=disable_tqdm or self.rank != 0, desc="Running loglikelihood requests"):
+            for position, start in tqdm(
+                walk, disable=disable_tqdm or self.rank != 0, desc="Running loglikelihood requests"
+            ):
+                i = fitting[position]
                 request_str, context, continuation = requests[i]
                 tokens = context + continuation
-                # keep what is shared, but rerun the context's last token: its logits score the first target token
-                start = min(shared_length(cached, tokens), len(context) - 1)
                 if start == 0:
                     cache = DynamicCache()
-                elif start < len(cached):
-                    cache.crop(start - len(cached))  # a negative count drops that many tokens (transformers 4 and 5)
+                elif start < cached:
+                    cache.crop(start - cached)  # a negative count drops that many tokens (transformers 4 and 5)
                 inputs = torch.tensor([tokens[start:-1]], dtype=torch.long, device=self.device)
                 logits = self.model(input_ids=inputs, use_cache=True, **{self._cache_argument: cache}).logits[0]
                 self.tokens_run += inputs.shape[1]
-                cached = tokens[:-1]
+                cached = len(tokens) - 1
                 answer = self._score(logits[-len(continuation) :], continuation)
                 results[i] = answer
                 if request_str is not None:
