@@ -56,13 +56,14 @@ exec-score: $(STAMP)
 # on the first REF_LIMIT test examples of each task, the six generative tasks on the first REF_GEN_LIMIT, the
 # report. The defaults fit 2 shared CPU cores (docs/reference-model.md gives the cost; one torch thread ran a
 # forward pass 4x faster than two on this loaded machine); on a GPU, the full length, every test example:
-#   make reference-model REF_CONTEXT_CHARS=8000 REF_LIMIT= REF_GEN_LIMIT= REF_DEVICE=cuda
+#   make reference-model REF_CONTEXT_CHARS=8000 REF_LIMIT= REF_GEN_LIMIT= REF_DEVICE=cuda REF_BATCH_SIZE=32
 REF_DIR := runs/reference-model
 REF_CONTEXT_CHARS ?= 1000
 REF_LIMIT ?= 20
 REF_GEN_LIMIT ?= 2
 REF_DEVICE ?= cpu
 REF_THREADS ?= 1
+REF_BATCH_SIZE ?= 1
 GENERATIVE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo
 
 reference-model: $(STAMP)
@@ -70,9 +71,9 @@ reference-model: $(STAMP)
 	$(PY) -m themisto build data/trajectories -o $(REF_DIR)/build --max-context-chars $(REF_CONTEXT_CHARS) -q
 	args=$$($(PY) -m themisto.evaluation.smollm2) || exit 2; export OMP_NUM_THREADS=$(REF_THREADS); \
 	$(PY) -m themisto eval --model themisto-hf-shared --model-args "$$args" --tasks themisto_bpb \
-		$(if $(REF_LIMIT),--limit $(REF_LIMIT)) --data $(REF_DIR)/build --device $(REF_DEVICE) -o $(REF_DIR)/eval \
+		$(if $(REF_LIMIT),--limit $(REF_LIMIT)) --data $(REF_DIR)/build --device $(REF_DEVICE) --batch-size $(REF_BATCH_SIZE) -o $(REF_DIR)/eval \
 	&& $(PY) -m themisto eval --model themisto-hf-shared --model-args "$$args" --tasks $(GENERATIVE_TASKS) \
-		$(if $(REF_GEN_LIMIT),--limit $(REF_GEN_LIMIT)) --data $(REF_DIR)/build --device $(REF_DEVICE) -o $(REF_DIR)/eval
+		$(if $(REF_GEN_LIMIT),--limit $(REF_GEN_LIMIT)) --data $(REF_DIR)/build --device $(REF_DEVICE) --batch-size $(REF_BATCH_SIZE) -o $(REF_DIR)/eval
 	$(PY) -m themisto report $(REF_DIR)/eval -o $(REF_DIR)/report.md --plot $(REF_DIR)/report.png
 
 # ruff (lint and format check) and mypy over the package, with the configuration in pyproject.toml.
