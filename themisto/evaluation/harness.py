@@ -33,6 +33,7 @@ from themisto.vocabulary import (
     LM_EVAL_GROUP,
     LM_EVAL_TASKS,
     PLACEBO_SUFFIX,
+    SHARED_PREFIX_MODEL,
     SPLIT_KEY,
     TASK_PAIRS,
 )
@@ -74,6 +75,7 @@ def evaluate(
     data: str | None = None,
     split: str = DEFAULT_SPLIT,
     tokenizer: Any = None,
+    shared_prefix: bool = False,
     **kwargs: Any,
 ) -> dict[str, Any] | None:
     """Evaluate ``model`` on Themisto tasks with ``lm_eval.simple_evaluate``; return its results.
@@ -81,7 +83,9 @@ def evaluate(
     ``model`` is an lm-eval model name (``hf``, ``vllm``, ``themisto-empty``,
     ...), an ``lm_eval.api.model.LM`` instance, or a transformers model object
     (the model being trained), which is wrapped in lm-eval's ``HFLM`` with
-    ``tokenizer`` and put back in the train or eval mode it was in. Samples are
+    ``tokenizer`` (in :class:`~themisto.evaluation.shared_prefix.SharedPrefixHFLM` with
+    ``shared_prefix``: the arms of an example share one pass of their history) and put
+    back in the train or eval mode it was in. Samples are
     always logged; with ``output_path`` the results JSON and one
     ``samples_<task>_<date>.jsonl`` per task are written in lm-eval's own layout
     (``output_path/<model name>/``, the name from ``pretrained=``/``model=``, else
@@ -100,6 +104,9 @@ def evaluate(
     import themisto.evaluation.baselines  # noqa: F401  registers the baseline models by name
     import themisto.evaluation.compression  # noqa: F401  registers the likelihood control
 
+    if model == SHARED_PREFIX_MODEL:
+        import themisto.evaluation.shared_prefix  # noqa: F401  registers it (imports torch, so only when named)
+
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     manager = task_manager(data, split)
     unknown = [name for name in tasks if name not in manager.all_tasks]
@@ -113,12 +120,17 @@ def evaluate(
             prepare_output_folder(output)  # an unwritable folder fails now, not after the evaluation
         tracker = EvaluationTracker(output_path=str(output_path)) if output_path else None
         module = _torch_module(model)
+        if shared_prefix and module is None:
+            raise InputError(f"shared_prefix wraps a model object; name the model {SHARED_PREFIX_MODEL} instead")
         was_training = module.training if module is not None else False
         try:
             if module is not None:
                 from lm_eval.models.huggingface import HFLM
 
-                model = HFLM(pretrained=module, tokenizer=tokenizer, batch_size=kwargs.get("batch_size", 1))
+                from themisto.evaluation.shared_prefix import SharedPrefixHFLM
+
+                wrapper = SharedPrefixHFLM if shared_prefix else HFLM
+                model = wrapper(pretrained=module, tokenizer=tokenizer, batch_size=kwargs.get("batch_size", 1))
             with _quiet_git():
                 results = lm_eval.simple_evaluate(
                     model=model,
