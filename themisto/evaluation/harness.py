@@ -101,12 +101,8 @@ def evaluate(
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
 
-    import themisto.evaluation.baselines  # noqa: F401  registers the baseline models by name
-    import themisto.evaluation.compression  # noqa: F401  registers the likelihood control
-
-    if model == SHARED_PREFIX_MODEL:
-        import themisto.evaluation.shared_prefix  # noqa: F401  registers it (imports torch, so only when named)
-
+    if isinstance(model, str):
+        register_models(model)
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     manager = task_manager(data, split)
     unknown = [name for name in tasks if name not in manager.all_tasks]
@@ -199,14 +195,23 @@ def scores(results: dict[str, Any], prefix: str = "themisto") -> dict[str, float
     return flat
 
 
+def register_models(name: str) -> None:
+    """Register Themisto's lm-eval models: the baselines, the likelihood control, and the shared-prefix ``hf``
+    model when ``name`` is that one (it imports torch, which no other Themisto model needs)."""
+    import themisto.evaluation.baselines  # noqa: F401  registers the baseline models by name
+    import themisto.evaluation.compression  # noqa: F401  registers the likelihood control
+
+    if name == SHARED_PREFIX_MODEL:
+        import themisto.evaluation.shared_prefix  # noqa: F401
+
+
 def model_class(name: str) -> type:
     """The lm-eval model class registered as ``name``; an unknown name lists the Themisto baselines first."""
     from difflib import get_close_matches
 
     from lm_eval.api.registry import get_model, model_registry
 
-    import themisto.evaluation.baselines  # noqa: F401  registers the baseline models by name
-
+    register_models(name)
     try:
         return cast(type, get_model(name))
     except ImportError as exc:  # registered, but its module needs a package this installation lacks
