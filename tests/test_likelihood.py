@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dataset_fixture import task_rows, write_dataset
+from dataset_fixture import task_rows
 from synthetic import write_corpus
 from tiny_model import make_tiny_model
 
@@ -46,11 +46,6 @@ REPO = Path(__file__).resolve().parent.parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # the arm-dependent columns: a placebo row differs from its runtime row in these alone
 STATE_COLUMNS = ("runtime", "runtime_text", "prompt", "memory_bytes_before", "execution_time_before", "placebo_of")
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="module")

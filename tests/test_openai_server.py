@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dataset_fixture import task_rows, write_dataset
+from dataset_fixture import task_rows
 from test_eval_e2e import read_run
 from tiny_model import make_tiny_model
 
@@ -45,11 +45,6 @@ COMPLETION_ARGS = (
     "model={model},base_url={base}/completions,tokenizer_backend=huggingface,tokenizer={model},"
     "tokenized_requests=False,num_concurrent=1,max_retries=1"
 )
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dataset_fixture import task_rows, write_dataset
-from tiny_model import make_tiny_model
+from dataset_fixture import task_rows
 
 from themisto.cli import main as themisto_main
 from themisto.exceptions import InputError
@@ -22,16 +21,6 @@ from themisto.vocabulary import BPB_GROUP, BPB_METRIC, BPB_TASKS, SHARED_PREFIX_
 
 TOLERANCE = 1e-4
 LIMIT = 3
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
-
-
-@pytest.fixture(scope="module")
-def tiny_model(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_model(data_dir, tmp_path_factory.mktemp("tiny-gpt2"))
 
 
 def loglikelihoods(samples: dict[str, list[dict[str, Any]]]) -> dict[tuple[str, str], tuple[float, int]]:
