@@ -161,13 +161,17 @@ def confine(sandbox: Sandbox) -> int:
 
 
 def kill_descendants() -> None:
-    """SIGKILL every descendant of this process, reaping them, until none is left (or KILL_ROUNDS pass)."""
+    """SIGKILL every descendant of this process, reaping them, until none is left (or KILL_ROUNDS pass).
+
+    Done means this process has no child at all: as a subreaper it inherits every orphan of its subtree, so a
+    process whose parent died between two listings (reparented to it only then) is still seen and killed.
+    """
     import psutil
 
     me = psutil.Process()
     for _ in range(KILL_ROUNDS):
         alive = [process for process in _descendants(me) if _running(process)]
-        if not alive:
+        if not alive and _reap():
             return
         for process in alive:
             try:
@@ -198,15 +202,16 @@ def _running(process: Any) -> bool:
         return False
 
 
-def _reap() -> None:
-    """Collect every child that has exited (orphans re-parented to this subreaper included)."""
+def _reap() -> bool:
+    """Collect every child that has exited (orphans re-parented to this subreaper included); True when no
+    child is left at all."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return True
         if pid == 0:
-            return
+            return False
 
 
 def _wait_for(kernel: int) -> int:
