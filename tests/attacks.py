@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -82,6 +83,17 @@ def wait_for(condition: Callable[[], bool], timeout: float = PROCESS_TIMEOUT, wh
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def interrupt(process: subprocess.Popen[str]) -> tuple[float, str]:
+    """Ctrl-C ``process`` (a themisto command), wait for it to end; the seconds it took and its stderr."""
+    interrupted = time.monotonic()
+    try:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    return time.monotonic() - interrupted, stderr
 
 
 def is_gone(pid: int) -> bool:

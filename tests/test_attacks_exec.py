@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import psutil
 import pytest
-from attacks import assert_one_line_error, is_gone, run_themisto, start_themisto, wait_for
+from attacks import assert_one_line_error, interrupt, is_gone, run_themisto, start_themisto, wait_for
 from exec_logs import write_next_cell_logs
 
 from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
@@ -267,12 +266,10 @@ def test_b15_ctrl_c_stops_within_two_seconds_and_writes_what_was_scored(recorded
     try:
         wait_for(lambda: bool(_sleeper(marker)) or scorer.poll() is not None, what="the slow prediction")
         sleepers = _sleeper(marker)
-        interrupted = time.monotonic()
-        scorer.send_signal(signal.SIGINT)
-        _, stderr = scorer.communicate(timeout=30)
-        elapsed = time.monotonic() - interrupted
-    finally:
+    except BaseException:
         scorer.kill()
+        raise
+    elapsed, stderr = interrupt(scorer)
     print(f"stopped {elapsed:.2f} s after Ctrl-C")
     assert elapsed < 2.0
     assert scorer.returncode == 130 and stderr.strip().splitlines()[-1] == "themisto exec-score: interrupted"

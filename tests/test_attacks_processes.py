@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from attacks import (
+    interrupt,
     is_gone,
     lines_of,
     start_themisto,
@@ -129,12 +130,10 @@ def test_ctrl_c_stops_within_two_seconds_keeping_every_completed_step(tmp_path: 
         wait_for(lambda: lines_of(trajectory) == 2 or recorder.poll() is not None, what="two recorded steps")
         kernels = psutil.Process(recorder.pid).children(recursive=True)
         time.sleep(0.5)  # the third cell is running
-        interrupted = time.monotonic()
-        recorder.send_signal(signal.SIGINT)
-        _, stderr = recorder.communicate(timeout=30)
-        elapsed = time.monotonic() - interrupted
-    finally:
+    except BaseException:
         recorder.kill()
+        raise
+    elapsed, stderr = interrupt(recorder)
     print(f"stopped {elapsed:.2f} s after Ctrl-C")
     assert elapsed < 2.0
     assert recorder.returncode == 130 and stderr.strip().splitlines()[-1] == "themisto record: interrupted"
