@@ -8,7 +8,7 @@ run interleaved over repetitions, each figure the median, together with a tiny
 build (20 steps) that measures the fixed cost of any build (interpreter start,
 imports, card); linearity compares the time above that fixed cost.
 
-Targets (issue 5): 100k steps in <= 60 s and <= 1 GiB peak RSS, and time
+Targets: 100k steps in <= 60 s and <= 1 GiB peak RSS, and time
 linear in steps: the 100k build costs at most 1.1 x 10 times the 10k build.
 ``run(quick=True)`` measures 2k and 20k steps once, for a smoke run; its time
 row is then informational, as the target is set for 100k steps.

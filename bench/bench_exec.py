@@ -16,7 +16,7 @@ prediction ``make exec-score`` scores. Side by side, interleaved:
   around ``run_cell`` inside each forked child (distinct codes per step, as
   scored).
 
-Rows: scoring / (replay + predictions), target (issue 14) <= 1.3x; the
+Rows: scoring / (replay + predictions), target <= 1.3x; the
 overhead per prediction run, target <= 20 ms, measured two ways: side by
 side, (scoring - replay - predictions) / runs, where each trajectory's replay
 and its scoring (``score_trajectory``, what exec-score runs per trajectory)

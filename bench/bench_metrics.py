@@ -21,7 +21,7 @@ from sacrebleu.metrics import CHRF
 from themisto.evaluation.metrics import chrf, rouge_l
 
 ROUGE_TARGET = 20.0
-# chrf must be no slower than sacrebleu's per-sentence scoring (issue 5).
+# chrf must be no slower than sacrebleu's per-sentence scoring.
 CHRF_TARGET = 1.0
 
 Pair = tuple[str, str]

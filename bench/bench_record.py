@@ -3,14 +3,14 @@
 Rows:
 
 - a ~30-cell data-science notebook (pandas, numpy, scikit-learn toy data, a
-  plot, an error), recorded vs executed by nbclient; target (issue 2) <= 1.5x;
+  plot, an error), recorded vs executed by nbclient; target <= 1.5x;
 - the bundled corpus (``data/logs``, JuNE logs), recorded vs replayed by
   nbclient as notebooks (one per kernel session: a restart in the log starts
   the next notebook in a fresh kernel), both in a temporary working directory
-  (the sessions write files); target (issue 5) <= 1.2x;
+  (the sessions write files); target <= 1.2x;
 - throughput of the corpus at ``--jobs 1`` and ``--jobs 2`` (steps per second);
 - the sandbox's cost: the notebook recorded in its Landlock sandbox vs with
-  ``--no-sandbox``; target (issue 21) <= 1.05x.
+  ``--no-sandbox``; target <= 1.05x.
 
 Every measure is wall time, kernel start to shutdown; repetitions are
 interleaved and medians compared. ``--quick`` runs one repetition.

@@ -38,7 +38,7 @@ SECRETS = {
     "HF_TOKEN": "hf_themisto-attack-8",
     "X_AUTH": "themisto-attack-9",
 }
-# Credentials no name rule catches (issue 21, A3), and one variable of no meaning: the kernel gets none of
+# Credentials no name rule catches, and one variable of no meaning: the kernel gets none of
 # them, because it gets only an allowlist. JUPYTER_TOKEN is allowlisted by its prefix and still left out.
 UNNAMED_SECRETS = {
     "SSHPASS": "themisto-attack-10",

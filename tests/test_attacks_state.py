@@ -189,7 +189,7 @@ def test_f12_a_trajectory_whose_state_hash_lies_about_its_runtime_is_skipped_wit
     assert set(built.column("trajectory_id").to_pylist()) == {"nb000", "nb001"}
 
 
-# --- hostile state and input (issue 21: C4, F9, C8, C10-C12) --------------------------------------
+# --- hostile state and input: surrogates, patched library functions, hostile reprs --------------------------------------
 
 
 def recorded_steps(tmp_path: Path, name: str, cells: list[str], *options: str) -> list[Step]:

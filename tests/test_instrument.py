@@ -1,4 +1,4 @@
-"""The instrument itself (issue 10): evaluation scores the files on disk, the positive control is detected,
+"""The instrument itself: evaluation scores the files on disk, the positive control is detected,
 and the category and duplicate columns hold the known answers of a hand-made trajectory.
 
 Real builds, real ``load_dataset`` and real lm-eval runs of the baselines. Budget: about a minute.
