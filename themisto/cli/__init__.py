@@ -5,6 +5,14 @@ and sets ``func`` to a callable taking the parsed namespace and returning an
 exit code. Modules are imported here so ``themisto --help`` lists them all;
 heavy libraries are imported inside the ``func`` bodies to keep start-up fast
 (``tests/test_cli_startup.py`` holds the parser to that).
+
+- :mod:`~themisto.cli.record`, :mod:`~themisto.cli.stability`: recording and re-execution
+- :mod:`~themisto.cli.build`, :mod:`~themisto.cli.show`, :mod:`~themisto.cli.publish`,
+  :mod:`~themisto.cli.import_zenodo`: the dataset, an example of it, the Hub, the published logs
+- :mod:`~themisto.cli.eval`, :mod:`~themisto.cli.exec_score`, :mod:`~themisto.cli.tasks_path`: scoring models
+- :mod:`~themisto.cli.report`: the report of one or more runs
+- :mod:`~themisto.cli.options`: what the subcommands share: flags of declared options, sizes, shards, progress
+  bars, errors spelled with flags
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ In: a dataset folder or Hub id. Out: lm-eval result files and per-sample logs
 - :mod:`~themisto.evaluation.metrics`: exact match, ROUGE-L, chrF per sample
 - :mod:`~themisto.evaluation.answers`: answer post-processing (fenced code blocks)
 - :mod:`~themisto.evaluation.exec`: ``exec-score``, next-cell predictions run in the recorded state
+- :mod:`~themisto.evaluation.state_lookup`: the positive control's reading of a runtime block
+- :mod:`~themisto.evaluation.compression`: the likelihood control, a compressor's conditional code length
+- :mod:`~themisto.evaluation.shared_prefix`: lm-eval's ``hf`` model walking shared prompt prefixes once
+- :mod:`~themisto.evaluation.smollm2`: where the reference model's GGUF file lies
 """
 
 from themisto.evaluation.harness import evaluate, scores, task_manager

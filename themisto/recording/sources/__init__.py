@@ -17,6 +17,9 @@ reads the Hugging Face Hub): a file, or a folder whose logs are read in
 name order. Cells whose code matches a skip pattern are left out
 (:func:`skip_cells`): by default the JuNE logging plugin's cell, so a replay
 never makes its network call.
+
+- :mod:`~themisto.recording.sources.notebook`: a notebook's code cells, in execution or file order
+- :mod:`~themisto.recording.sources.june`: a JuNE event log's executions, edits and restarts per kernel
 """
 
 from __future__ import annotations
