@@ -61,10 +61,10 @@ def _paired_steps(recorder: Recorder, steps: int, reset_cache: bool = False) -> 
     recorded: list[float] = []
     for index in range(steps):
         started = time.perf_counter()
-        recorder._execute(CELL, silent=False, timeout=600)
+        recorder.session.execute(CELL, silent=False, timeout=600)
         plain.append(time.perf_counter() - started)
         if reset_cache:
-            recorder._execute(RESET_CACHE, silent=True, timeout=600)
+            recorder.session.execute(RESET_CACHE, silent=True, timeout=600)
         started = time.perf_counter()
         recorder.run_cell(CELL, f"c{index}")
         recorded.append(time.perf_counter() - started)

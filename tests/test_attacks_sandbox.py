@@ -276,9 +276,10 @@ def test_over_tcp_the_sandboxed_kernel_binds_its_own_ports_and_connects_to_none(
         + attempt("socket.socket().bind(('127.0.0.1', 0))")
     )
     with TcpRecorder("tcp", tmp_path, RecordOptions(timeout=60)) as recorder:
-        assert recorder._manager.transport == "tcp"
         step = recorder.run_cell(cell, "c0")
-        after = recorder.run_cell("x = 1\nx", "c1")
+        told = recorder.run_cell("json.loads(get_connection_info())['transport']", "c1")
+        after = recorder.run_cell("x = 1\nx", "c2")
     # the kernel answered over its TCP ports, yet cannot reach its own shell port nor bind another one
+    assert told.output == "'tcp'"
     assert step.error is None and step.output.split() == ["PermissionError", "PermissionError"]
     assert after.output == "1" and not after.restarted

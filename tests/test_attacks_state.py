@@ -17,8 +17,8 @@ from synthetic import synthetic_steps, write_corpus, write_steps
 from themisto.building.parquet import build_dataset, parquet_path
 from themisto.building.tasks import SelectionOptions
 from themisto.cli import main
-from themisto.recording.kernel import MAX_NAME_CHARS, MAX_TYPE_CHARS
 from themisto.recording.options import RecordOptions
+from themisto.recording.snapshots import MAX_NAME_CHARS, MAX_TYPE_CHARS
 from themisto.trajectory import Step, read_trajectory
 from themisto.vocabulary import TRAJECTORIES
 

@@ -195,7 +195,7 @@ def test_what_a_repr_prints_stays_out_of_the_cell_and_its_time(kernel: Recorder)
 
 def _raw_snapshot(kernel: Recorder, known: int) -> dict:
     expression = inject.snapshot_expression(replace(kernel.snapshot_request(), known=known))
-    execution = kernel._execute("", silent=True, timeout=30, user_expressions={"s": expression})
+    execution = kernel.session.execute("", silent=True, timeout=30, user_expressions={"s": expression})
     text = execution.reply["content"]["user_expressions"]["s"]["data"]["text/plain"]
     wire.SnapshotResult.from_json(text)  # the kernel's answer is the record the host decodes, field for field
     return json.loads(text)
@@ -204,7 +204,7 @@ def _raw_snapshot(kernel: Recorder, known: int) -> dict:
 def test_an_unchanged_namespace_is_sent_as_names_and_rebuilt_in_full(kernel: Recorder) -> None:
     kernel.run_cell("kept = list(range(5))", "kept")
     full = kernel.run_cell("changed = 1", "full").runtime
-    delta = _raw_snapshot(kernel, kernel._known[0])
+    delta = _raw_snapshot(kernel, kernel.snapshot_request().known)
     assert all(record.keys() == {"name"} for record in delta["variables"])
     # a recorder that missed a snapshot (a stale generation) gets every description in full
     assert all("repr" in record for record in _raw_snapshot(kernel, delta["generation"] - 1)["variables"])

@@ -68,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Re-execute, print the table, and write the annotated trajectories and summary."""
-    from themisto.recording.stability import SUMMARY_FILE, check_stability, render_table
+    from themisto.recording.stability import SUMMARY_FILE, check_stability
+    from themisto.reporting.stability_table import render_table
 
     check_ranges(args, positive=("timeout",), at_least_one=("max_output_chars", "max_cpu_seconds"))
     options, chosen = record_options(args, (*ENVIRONMENT, "max_output_chars"))

@@ -23,7 +23,7 @@ from themisto.exceptions import (
 from themisto.filesystem import ExclusiveLock, lock_path, partial_path, prepare_output_folder
 from themisto.kernelside import snapshot
 from themisto.progress import Progress, ProgressCounter
-from themisto.recording.kernel import Recorder, Stopped, check_options
+from themisto.recording.kernel import Recorder, check_options
 from themisto.recording.options import RecordOptions, chosen_options, with_recorded
 from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
 from themisto.recording.provenance import (
@@ -36,6 +36,7 @@ from themisto.recording.provenance import (
 )
 from themisto.recording.sources import Execute, SourceTrajectory, read_sources
 from themisto.recording.stability import excerpts
+from themisto.recording.transport import Stopped
 from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
 
 log = logging.getLogger(__name__)
@@ -352,7 +353,7 @@ def record_source(
     and written, and takes the file names; see
     :func:`~themisto.filesystem.prepare_output_folder`). On Ctrl-C
     (``KeyboardInterrupt``) every running cell is abandoned within about
-    :data:`~themisto.recording.kernel.POLL_INTERVAL` seconds, the kernels are
+    :data:`~themisto.recording.transport.POLL_INTERVAL` seconds, the kernels are
     shut down with every process they started, completed steps stay on disk,
     and the interrupt is raised again.
     """

@@ -16,9 +16,10 @@ Each trajectory is replayed with the options it was recorded with, read from
 its provenance (:mod:`themisto.recording.provenance`), and annotated copies
 carry that provenance along.
 
-Causes of instability are named per unstable step by :func:`instability_causes`.
-Each kernel gets the recorder's environment, so it draws its own str hash seed
-unless ``PYTHONHASHSEED`` is set: printed sets of strings then show up as
+Causes of instability are named per unstable step by
+:func:`themisto.recording.instability.instability_causes`. Each kernel gets
+the recorder's environment, so it draws its own str hash seed unless
+``PYTHONHASHSEED`` is set: printed sets of strings then show up as
 ``hash_order`` instability, as they would for any user re-running the notebook.
 """
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -36,110 +36,16 @@ from typing import Any
 from themisto.exceptions import InputError, OptionError
 from themisto.filesystem import write_atomically
 from themisto.progress import Progress, ProgressCounter
+from themisto.recording.instability import instability_causes
 from themisto.recording.kernel import DEAD_KERNEL_ERROR, Recorder, check_options
 from themisto.recording.options import ENVIRONMENT, RecordOptions, chosen_options, with_recorded
-from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
+from themisto.recording.outputs import normalize_output
 from themisto.recording.provenance import copy_provenance, read_provenance
 from themisto.trajectory import Step, read_trajectory, trajectory_files, write_trajectory
 from themisto.vocabulary import INSTABILITY_CAUSES
 
 SUMMARY_FILE = "stability.json"
 EXCERPT_CHARS = 60  # characters of each side shown around a first divergence, a quarter of them before it
-
-# --- causes of instability -----------------------------------------------------------------
-
-
-# Code that draws random numbers: the stdlib, numpy, torch, pandas/sklearn sampling, uuids, OS entropy.
-_RANDOM_CALL = re.compile(
-    r"\brandom\.|\brandom_(?:sample|split)\b|\brand(?:n|int)?\s*\(|\bshuffle\b|\.sample\s*\("
-    r"|\bdefault_rng\s*\(\s*\)|\buuid[14]\b|\burandom\b|\bsecrets\.|\bchoice\s*\("
-)
-# A global seed call, or a seeded generator or call (random_state=0, seed=1, default_rng(0)).
-_SEED = re.compile(r"\bseed\s*\(|\b(?:random_state|seed)\s*=|\b(?:default_rng|RandomState|Random)\s*\(\s*[^)\s]")
-CLOCK_CALL = re.compile(
-    r"\btime\s*\(|\bperf_counter|\bmonotonic|\bprocess_time|\bnow\s*\(|\butcnow\s*\(|%%?timeit\b|%%?time\b|\btqdm\b"
-)
-_DATE_CALL = re.compile(r"\btoday\s*\(")
-_ID_CALL = re.compile(r"\bid\s*\(")
-_HASH_CALL = re.compile(r"\bhash\s*\(")
-_PID_CALL = re.compile(r"\bgetpid\s*\(")
-# IPython's history: In[3], Out[3], _3, _i3, _ih, execution_count, %history.
-_EXECUTION_COUNT = re.compile(r"\b(?:In|Out)\s*\[|\b_i?\d+\b|\b_i{1,3}\b|\b_ih\b|\b_oh\b|execution_count|%history")
-
-_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
-# Durations (1.2 ms, 3 s, 12.5it/s); with clock times (12:34:56.7) and Unix timestamps of 2017-2033, _TIME.
-DURATION = re.compile(r"\b\d+(?:\.\d+)?\s*(?:ns|µs|us|ms|s|sec|secs|seconds|min|mins|minutes|it/s|s/it)(?![\w])")
-_TIME = re.compile(DURATION.pattern + r"|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b|(?<![.\d])1[5-9]\d{8}(?:\.\d+)?\b")
-# ipykernel names the file of each cell after its pid: warnings and tracebacks quote /tmp/ipykernel_<pid>/...
-_PID = re.compile(r"ipykernel_\d+|\bpid\W{0,2}\d+", re.IGNORECASE)
-_FILE_ERROR = re.compile(r"FileNotFoundError|FileExistsError|IsADirectoryError|No such file or directory")
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-def instability_causes(outputs: Sequence[str], code: str, code_since_restart: str) -> list[str]:
-    """Name the likely causes of the differences among ``outputs`` of one step, in :data:`INSTABILITY_CAUSES` order.
-
-    ``code`` is the step's code; ``code_since_restart`` the code run since the
-    kernel last started, this step included (a seed set there still holds).
-    The rules, each simple on purpose (a cause is a hint for the user, not a proof):
-
-    - ``random``: the step calls a random generator (``random.``, ``np.random``,
-      ``shuffle``, ``.sample(``, ``uuid4``, ...) and no seed was set since the
-      restart (``seed(``, ``random_state=``, ``default_rng(0)``); or, when no
-      other cause is found, the outputs differ in numbers only.
-    - ``time``: the step reads a clock (``time()``, ``perf_counter``, ``now()``,
-      ``%timeit``, ``tqdm``), or durations, clock times or Unix timestamps differ.
-    - ``date``: the step calls ``today()``, or dates (``2024-05-01``, ``5/1/24``) differ.
-    - ``memory_address``: ``0x...`` addresses differ (object reprs).
-    - ``object_id``: the step calls ``id()``.
-    - ``process_id``: the step calls ``getpid()``, or ``ipykernel_<pid>`` paths
-      (in warnings and tracebacks) or ``pid <n>`` differ.
-    - ``hash_order``: the step calls ``hash()``, or (no cause above found) the outputs
-      hold the same tokens in another order (set order follows ``PYTHONHASHSEED``).
-    - ``execution_count``: the step reads IPython's history (``In[``, ``Out[``, ``_3``).
-    - ``filesystem``: a missing or existing file error (``FileNotFoundError``,
-      ``No such file or directory``) appears in some outputs only: the working
-      directory's files changed, or an earlier run wrote them.
-    - ``other``: none of the above.
-
-    Returns ``[]`` when all outputs are identical.
-    """
-    distinct = list(dict.fromkeys(outputs))
-    if len(distinct) < 2:
-        return []
-    found: set[str] = set()
-    if _RANDOM_CALL.search(code) and not _SEED.search(code_since_restart):
-        found.add("random")
-    if CLOCK_CALL.search(code) or _tokens_differ(distinct, _TIME):
-        found.add("time")
-    if _DATE_CALL.search(code) or _tokens_differ(distinct, _DATE):
-        found.add("date")
-    if _tokens_differ(distinct, MEMORY_ADDRESS):
-        found.add("memory_address")
-    if _ID_CALL.search(code):
-        found.add("object_id")
-    if _PID_CALL.search(code) or _tokens_differ(distinct, _PID):
-        found.add("process_id")
-    if _HASH_CALL.search(code) or (not found and _same_tokens_reordered(distinct)):
-        found.add("hash_order")
-    if _EXECUTION_COUNT.search(code):
-        found.add("execution_count")
-    if _tokens_differ(distinct, _FILE_ERROR):
-        found.add("filesystem")
-    if not found and len({_NUMBER.sub("0", text) for text in distinct}) == 1:
-        found.add("random")  # numbers differ and nothing else explains it: randomness from an earlier step
-    return [cause for cause in INSTABILITY_CAUSES if cause in found] or ["other"]
-
-
-def _tokens_differ(outputs: Sequence[str], pattern: re.Pattern[str]) -> bool:
-    """Whether the matches of ``pattern`` differ between the outputs."""
-    return len({tuple(pattern.findall(text)) for text in outputs}) > 1
-
-
-def _same_tokens_reordered(outputs: Sequence[str]) -> bool:
-    """Whether the outputs hold the same multiset of tokens (they differ, so in another order)."""
-    return len({frozenset(Counter(_TOKEN.findall(text)).items()) for text in outputs}) == 1
 
 
 # --- replay and comparison -----------------------------------------------------------------
@@ -283,6 +189,16 @@ class TrajectoryStability:
     unstable: list[dict[str, Any]]  # step, cell_id, causes of each unstable step
     fidelity: Fidelity | None
 
+    @property
+    def stable_share(self) -> float | None:
+        """Share of the steps whose output reproduced exactly; None: no steps."""
+        return _share(self.stable, self.steps)
+
+    @property
+    def stable_norm_share(self) -> float | None:
+        """Share of the steps whose output reproduced after normalisation; None: no steps."""
+        return _share(self.stable_norm, self.steps)
+
 
 @dataclass
 class StabilityReport:
@@ -323,8 +239,8 @@ class StabilityReport:
             "trajectories": [
                 {
                     **asdict(t),
-                    "stable_share": _share(t.stable, t.steps),
-                    "stable_norm_share": _share(t.stable_norm, t.steps),
+                    "stable_share": t.stable_share,
+                    "stable_norm_share": t.stable_norm_share,
                     "fidelity": _fidelity_dict(t.fidelity),
                 }
                 for t in self.trajectories
@@ -442,90 +358,3 @@ def replay_options(path: Path, given: RecordOptions, chosen: Collection[str]) ->
             folder=recorded.workdir,
         )
     return replace(options, workdir=recorded.workdir)
-
-
-# --- the table -----------------------------------------------------------------------------
-
-
-def render_table(report: StabilityReport) -> str:
-    """A plain-text table of the report: one row per trajectory, the ceiling, and first divergences."""
-    header = ("trajectory", "steps", "stable", "norm", "fidelity", "fid.norm", "causes (unstable steps)")
-    rows = [header]
-    for t in report.trajectories:
-        rows.append(
-            (
-                t.file,
-                str(t.steps),
-                _percent(_share(t.stable, t.steps)),
-                _percent(_share(t.stable_norm, t.steps)),
-                *_fidelity_cells(t.fidelity),
-                _causes_cell(t.causes),
-            )
-        )
-    rows.append(
-        (
-            "ALL",
-            str(report.steps),
-            _percent(report.ceiling()),
-            _percent(report.ceiling(normalised=True)),
-            *_fidelity_cells(report.fidelity()),
-            _causes_cell(report.causes()),
-        )
-    )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    text_columns = (0, len(header) - 1)  # names and causes are left-aligned, figures right-aligned
-    lines = [
-        "  ".join(
-            cell.ljust(w) if i in text_columns else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
-        ).rstrip()
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    ceiling = report.ceiling()
-    lines.append("")
-    if ceiling is None:
-        lines.append("determinism ceiling: no steps")
-    else:
-        lines.append(
-            f"determinism ceiling: {_percent(ceiling)} of {report.steps} steps reproduce exactly"
-            f" ({_percent(report.ceiling(normalised=True))} after normalisation)"
-            f" over the recording and {report.runs} re-execution(s)"
-        )
-    divergences = [(t.file, t.fidelity) for t in report.trajectories if t.fidelity is not None]
-    if divergences:
-        lines.append("first divergence from the original log:")
-        for name, result in divergences:
-            lines.extend(_divergence_lines(name, result))
-    return "\n".join(lines)
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
-
-
-def _fidelity_cells(result: Fidelity | None) -> tuple[str, str]:
-    if result is None:
-        return "-", "-"
-    return _percent(result.exact_share), _percent(result.norm_share)
-
-
-def _causes_cell(causes: dict[str, int]) -> str:
-    return ", ".join(f"{cause} {count}" for cause, count in causes.items())
-
-
-def _divergence_lines(name: str, result: Fidelity) -> list[str]:
-    if result.first_divergence is None:
-        return [f"  {name}: none, all {result.steps} original outputs reproduced"]
-    if result.first_divergence == result.first_divergence_norm:
-        return [f"  {name}: {_describe(result.first_divergence)}"]
-    norm = "none" if result.first_divergence_norm is None else _describe(result.first_divergence_norm)
-    return [f"  {name} (exact): {_describe(result.first_divergence)}", f"  {name} (normalised): {norm}"]
-
-
-def _describe(found: Divergence) -> str:
-    reproducible = {True: "reproducible", False: "unstable", None: "stability unknown"}[found.stable]
-    return (
-        f"step {found.step}, cell {found.cell_id} ({reproducible}):"
-        f" replayed {json.dumps(found.replayed, ensure_ascii=False)}"
-        f" vs original {json.dumps(found.original, ensure_ascii=False)}"
-    )

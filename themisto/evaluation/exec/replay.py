@@ -26,9 +26,10 @@ from themisto.evaluation.exec.inputs import Prediction, RecordedStep
 from themisto.evaluation.exec.session import ForkingSession, state_key
 from themisto.exceptions import ThemistoError, short_message
 from themisto.kernelside import fork, wire
-from themisto.recording.kernel import DEAD_KERNEL_ERROR, Stopped
+from themisto.recording.kernel import DEAD_KERNEL_ERROR
 from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import OutputCollector, normalize_output
+from themisto.recording.transport import Stopped
 from themisto.trajectory import Step, Variable
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,10 @@ from typing import Any
 
 from themisto.kernelside import wire
 from themisto.recording import inject
-from themisto.recording.kernel import KERNEL_START_TIMEOUT, Execution, Recorder
+from themisto.recording.kernel import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import normalize_output
+from themisto.recording.transport import KERNEL_START_TIMEOUT, Execution
 from themisto.trajectory import Step, Variable, state_hash
 
 

@@ -1,0 +1,179 @@
+"""The host's reading of a kernel's snapshot: what it asks for, the answer checked, its faults as ``snapshot_error``.
+
+The snapshot a kernel sends back (see :func:`themisto.kernelside.snapshot.take`)
+is checked, not trusted: each record is validated on arrival (types, 64-bit
+integers, text cleaned of lone surrogates, lengths of names and types), a bad
+record is dropped and named in the step's ``snapshot_error``, and a snapshot the
+kernel could not take or sent malformed asks for the snapshot module to be
+installed again before the next cell. A variable unchanged since the last
+snapshot received comes by name alone and is taken from what that snapshot said.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from themisto.exceptions import TrajectoryError
+from themisto.kernelside import snapshot, wire
+from themisto.recording.options import RecordOptions
+from themisto.recording.outputs import cap_text, scrub
+from themisto.recording.transport import Execution, exit_status
+from themisto.trajectory import Variable, record_from_dict, variable_json
+
+log = logging.getLogger(__name__)
+
+# Caps on a snapshot record's names (a variable's name, its type's qualified name, its size method).
+MAX_NAME_CHARS = 256
+MAX_TYPE_CHARS = 512
+MAX_SIZE_METHOD_CHARS = 64
+
+
+@dataclass
+class Snapshot:
+    """The variables a snapshot reported, once checked."""
+
+    variables: list[Variable]
+    seconds: float = 0.0  # kernel-side time the snapshot took
+    omitted: int = 0  # variables beyond the cap on their number
+    error: str | None = None  # what was dropped, and why
+
+
+class SnapshotReader:
+    """The snapshots one kernel sent a recorder: each checked on arrival, the last one kept to read the next.
+
+    ``reinstall`` is set when a snapshot failed in a way that says the kernel-side
+    module is broken; whoever installs it again clears it.
+    """
+
+    def __init__(self, trajectory_id: str, options: RecordOptions) -> None:
+        self.trajectory_id, self.options = trajectory_id, options
+        self.reinstall = False
+        # the last snapshot received: its kernel-side generation and, by name, each variable and its
+        # variable_json, so unchanged variables are neither sent, parsed nor encoded again
+        self._known: tuple[int, dict[str, tuple[Variable, str]]] = (-1, {})
+
+    def request(self, announce: Path | None) -> wire.SnapshotRequest:
+        """The snapshot the options ask for, naming the last snapshot received; ``announce``: the kernel's file."""
+        return wire.SnapshotRequest(
+            self.options.max_repr_chars,
+            self.options.repr_timeout,
+            self.options.max_variables,
+            self._known[0],
+            None if announce is None else str(announce),
+        )
+
+    def forget(self) -> None:
+        """Forget the last snapshot (a new kernel process, or a lost snapshot): the next comes in full."""
+        self._known = (-1, {})
+
+    def known_variables(self) -> dict[str, Variable] | None:
+        """The namespace as the last snapshot received described it; None: unknown."""
+        generation, entries = self._known
+        return None if generation < 0 else {name: entry[0] for name, entry in entries.items()}
+
+    def read(self, execution: Execution, step: int) -> Snapshot | None:
+        """The checked snapshot in ``execution``'s reply for ``step``; None if it was not evaluated."""
+        result = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("snapshot")
+        if result is None:
+            return None
+        if not isinstance(result, dict) or result.get("status") != "ok":
+            # a cell that tampers with the kernel's modules gets here; the step is still recorded
+            evalue = result.get("evalue") if isinstance(result, dict) else result
+            return self._failed(f"snapshot failed: {evalue}", step)
+        try:
+            payload = json.loads(result["data"]["text/plain"])
+            generation, records = int(payload["generation"]), payload["variables"]
+            seconds, omitted = float(payload["seconds"]), int(payload.get("omitted", 0))
+            if not isinstance(records, list) or omitted < 0:
+                raise TypeError("variables is not a list")
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+            # the notebook's code can replace the kernel-side snapshot function, so its answer is untrusted
+            return self._failed(f"malformed snapshot: {exc!r}", step)
+        entries, problems = self._checked_entries(records[: self.options.max_variables])
+        omitted += max(0, len(records) - self.options.max_variables)
+        self._known = (generation, {entry[0].name: entry for entry in entries})
+        if problems:
+            log.warning("%s step %d: snapshot records dropped: %s", self.trajectory_id, step, problems[0])
+            self._known = (-1, self._known[1])  # the next snapshot comes in full
+        error = None
+        if problems:
+            error = cap_text(f"{len(problems)} variable record(s) dropped: " + "; ".join(problems), 300)[0]
+        return Snapshot([entry[0] for entry in entries], max(seconds, 0.0), omitted, error)
+
+    def variable_texts(self, variables: list[Variable]) -> list[str]:
+        """Each variable's variable_json, taken from the last snapshot where it is that very object."""
+        known = self._known[1]
+        texts = []
+        for variable in variables:
+            entry = known.get(variable.name)
+            texts.append(entry[1] if entry is not None and entry[0] is variable else variable_json(variable))
+        return texts
+
+    def _checked_entries(self, records: list[Any]) -> tuple[list[tuple[Variable, str]], list[str]]:
+        """Each valid record as a variable and its variable_json; the reasons the others were dropped."""
+        previous = self._known[1]
+        entries: list[tuple[Variable, str]] = []
+        problems: list[str] = []
+        names: set[str] = set()
+        for index, record in enumerate(records):
+            try:
+                if isinstance(record, dict) and record.keys() == {"name"}:
+                    # unchanged since the last snapshot received (see snapshot.take)
+                    entry = previous[record["name"]]
+                else:
+                    entry = _known_entry(self._checked_record(record))
+            except (KeyError, TypeError, TrajectoryError) as exc:
+                problems.append(f"record {index}: {snapshot.clean_text(str(exc))[:120]}")
+                continue
+            if entry[0].name in names:
+                problems.append(f"record {index}: a second variable named {entry[0].name[:40]!r}")
+                continue
+            names.add(entry[0].name)
+            entries.append(entry)
+        return entries, problems
+
+    def _checked_record(self, record: Any) -> Variable:
+        """A snapshot record as a :class:`Variable`, or :class:`TrajectoryError` naming what is wrong."""
+        variable = record_from_dict(Variable, scrub(record), "the record")
+        limits = (("name", MAX_NAME_CHARS), ("type", MAX_TYPE_CHARS), ("size_method", MAX_SIZE_METHOD_CHARS))
+        for name, limit in limits:
+            value = getattr(variable, name)
+            if value is not None and len(value) > limit:
+                raise TrajectoryError(f"its {name} is longer than {limit} characters")
+        if variable.description is not None and len(variable.description) > snapshot.DESCRIPTION_CHARS:
+            variable.description = variable.description[: snapshot.DESCRIPTION_CHARS]
+        if len(variable.repr) > self.options.max_repr_chars:
+            variable.repr, variable.repr_truncated = variable.repr[: self.options.max_repr_chars], True
+        return variable
+
+    def _failed(self, reason: str, step: int) -> Snapshot:
+        """A snapshot the kernel could not take or sent malformed: empty, saying why, and reinstalled next time."""
+        reason = cap_text(snapshot.clean_text(reason), 300)[0]
+        log.warning("%s step %d: %s", self.trajectory_id, step, reason)
+        self.forget()
+        self.reinstall = True
+        return Snapshot([], error=reason)
+
+
+def _known_entry(variable: Variable) -> tuple[Variable, str]:
+    """A variable and its variable_json."""
+    return variable, variable_json(variable)
+
+
+def snapshot_fault(execution: Execution, timeout: float) -> str | None:
+    """Why the snapshot of a cell that ran fine is missing or incomplete; None if it did not fail that way."""
+    if execution.cell_seconds is None:
+        return None
+    if execution.died:
+        return f"the kernel died while taking the snapshot{exit_status(execution.exit_code)} and was restarted"
+    if execution.wedged:
+        return f"the snapshot did not finish within {timeout:g} s nor stop when interrupted; the kernel was restarted"
+    if execution.unresponsive is not None:
+        return f"the kernel {execution.unresponsive} while taking the snapshot and was restarted"
+    if execution.timed_out:
+        return f"the snapshot did not finish within {timeout:g} s and was interrupted"
+    return None

@@ -1,0 +1,335 @@
+"""One kernel process and its channels: start, restart and close it, and send it one execute request at a time.
+
+The notebook's code runs only inside the kernel subprocess, started in the
+chosen working directory with an allowlisted environment, inside a Landlock
+sandbox (see :mod:`themisto.recording.launcher`) that lets it write only
+beneath that directory and its private folders.
+
+Whatever the kernel does, a request ends in an :class:`Execution`: a request
+past its timeout is interrupted; a kernel that dies, ignores the interrupt, or
+stops handling requests (it does not start a request within
+:data:`SILENT_KERNEL_GRACE` seconds, or ends one without a reply) is marked so,
+for the caller to restart it. Where that happens after the cell finished,
+while its snapshot ran (the kernel writes to a file of its private folder when
+the snapshot begins and ends), the execution says how long the cell ran.
+Messages that are not messages (a cell that patched ``json.dumps``) are
+dropped, never trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from themisto.exceptions import InputError, KernelError
+from themisto.kernelside import snapshot
+from themisto.recording.environment import (
+    allowed_environment,
+    check_kernel,
+    check_sandbox,
+    kernel_sandbox,
+    private_folders,
+    supervised_kernel_manager,
+    undumpable,
+)
+from themisto.recording.options import RecordOptions
+from themisto.recording.outputs import OutputCollector
+
+log = logging.getLogger(__name__)
+
+# Seconds between liveness checks while a cell is silent: a dead kernel sends nothing.
+POLL_INTERVAL = 0.2
+# Seconds a kernel gets to answer an interrupt before it is declared wedged and restarted.
+INTERRUPT_GRACE = 5.0
+KERNEL_START_TIMEOUT = 60.0
+# Seconds a live kernel may take to start a request (its "busy" status), or to reply once it is idle
+# again, before it counts as no longer handling requests; a sound kernel takes milliseconds.
+SILENT_KERNEL_GRACE = 5.0
+
+
+class Stopped(Exception):
+    """The recording was asked to stop (Ctrl-C): the cell in progress is abandoned and no step is written."""
+
+
+@dataclass
+class Execution:
+    """What one execute request produced."""
+
+    collector: OutputCollector
+    reply: dict[str, Any] | None = None
+    elapsed: float = 0.0
+    timed_out: bool = False
+    died: bool = False  # the kernel process exited
+    wedged: bool = False  # the kernel ignored the interrupt
+    unresponsive: str | None = None  # why a live kernel counts as no longer handling requests
+    exit_code: int | None = None
+    # seconds from the request to the kernel's word that the cell finished and its snapshot began (see
+    # snapshot.announce_snapshot), read when the request failed; None: the cell had not finished. A death,
+    # hang or timeout after that word is the snapshot's fault, not the cell's.
+    cell_seconds: float | None = None
+    timed_out_at: float | None = None  # seconds from the request to the recorder's interrupt for --timeout
+
+    @property
+    def broken(self) -> bool:
+        """The kernel has to be restarted: it died, ignored the interrupt or stopped handling requests."""
+        return self.died or self.wedged or self.unresponsive is not None
+
+
+@dataclass
+class KernelSession:
+    """One kernel process under the launcher, the channels to it, and the execute requests sent over them.
+
+    Setting ``stop`` makes a start or a request in progress raise :class:`Stopped`
+    within :data:`POLL_INTERVAL` seconds. While a session runs, the calling process
+    is not dumpable (see :func:`~themisto.recording.environment.undumpable`), so
+    the kernel cannot read its environment through ``/proc``.
+    """
+
+    workdir: Path
+    options: RecordOptions
+    writable: tuple[Path, ...]  # where the sandboxed kernel may write, beyond its private folders
+    transport: str = "ipc"  # how the kernel's channels run (see environment.supervised_kernel_manager)
+    stop: threading.Event | None = None
+    # where the kernel says a cell finished (see snapshot.announce_snapshot); None until the kernel starts
+    announce: Path | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._manager: Any = None
+        self._client: Any = None
+        self._process: Any = None
+        self._resources = contextlib.ExitStack()  # what lives as long as the session: the private folders
+
+    def start(self) -> None:
+        """Start the kernel in ``workdir`` in its sandbox and environment, and wait until it answers."""
+        if not self.workdir.is_dir():
+            raise InputError(f"working directory {self.workdir} does not exist")
+        check_kernel(self.options.kernel_name)
+        check_sandbox(self.options.sandbox)
+        self._resources.enter_context(undumpable())
+        private = Path(tempfile.mkdtemp(prefix="themisto-private-"))
+        self._resources.callback(shutil.rmtree, private, ignore_errors=True)
+        folders = private_folders(private, self.options.isolate_home, os.environ)
+        self.announce = private / "snapshot-started"
+        sandbox = None
+        if self.options.sandbox:
+            sandbox = kernel_sandbox([*self.writable, private], self.options.allow_network)
+        self._manager = supervised_kernel_manager(
+            self.options.kernel_name,
+            self.options.max_memory,
+            self.options.max_cpu_seconds,
+            sandbox=sandbox,
+            transport=self.transport,
+        )
+        try:
+            self._manager.start_kernel(
+                env=allowed_environment(os.environ, self.options.pass_env, folders),
+                cwd=str(self.workdir),
+                # the kernel's own fd output must not flood the recorder's terminal
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except Exception as exc:
+            raise KernelError(f"cannot start kernel {self.options.kernel_name!r}: {exc}") from exc
+        self._connect()
+
+    def close(self) -> None:
+        """Shut the kernel down at once, with every process it started."""
+        try:
+            if self._client is not None:
+                self._client.stop_channels()
+                self._client = None
+            if self._manager is not None:
+                self._manager.shutdown_kernel(now=True)
+                self._manager = None
+        finally:
+            self._resources.close()
+
+    def restart(self) -> None:
+        """Restart the kernel process and wait until the new one answers."""
+        self._client.stop_channels()
+        try:
+            self._manager.restart_kernel(now=True)
+        except Exception as exc:
+            raise KernelError(f"cannot restart kernel: {exc}") from exc
+        self._connect()
+
+    def _connect(self) -> None:
+        import psutil
+
+        self._client = self._manager.blocking_client()
+        self._client.start_channels()
+        deadline = time.monotonic() + KERNEL_START_TIMEOUT
+        while True:  # in slices of a second, so a stop request is honoured while a kernel starts
+            try:
+                self._client.wait_for_ready(timeout=max(min(1.0, deadline - time.monotonic()), 0.1))
+                break
+            except RuntimeError as exc:
+                if self.stop is not None and self.stop.is_set():
+                    raise Stopped from None
+                if time.monotonic() < deadline and self._manager.is_alive():
+                    continue
+                hint = ""
+                if self.options.max_memory is not None:
+                    hint = f" (is the memory limit of {self.options.max_memory} bytes too small?)"
+                raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
+        # the kernel is the launcher's one child (see themisto.recording.launcher)
+        launcher = psutil.Process(self._manager.provisioner.pid)
+        children = launcher.children()
+        self._process = children[0] if children else launcher
+
+    def memory(self) -> int | None:
+        """The kernel process's resident memory in bytes; None where it cannot be read."""
+        import psutil
+
+        try:
+            return int(self._process.memory_info().rss)
+        except psutil.Error:
+            return None
+
+    def execute(
+        self,
+        code: str,
+        *,
+        silent: bool,
+        timeout: float,
+        user_expressions: dict[str, str] | None = None,
+        interrupt_after: float | None = None,
+    ) -> Execution:
+        """Send one execute request and wait for its reply and its outputs, within ``timeout``.
+
+        A kernel that does not start the request (no ``busy`` status) within
+        :data:`SILENT_KERNEL_GRACE` seconds, or ends it (``idle``) without a
+        reply for as long, is marked ``unresponsive``; ``stop`` raises :class:`Stopped`.
+
+        ``interrupt_after`` seconds after the request (if it is still running) the kernel is
+        interrupted as a user would: the cell ends in a KeyboardInterrupt, not a timeout.
+        """
+        import zmq
+
+        client = self._client
+        execution = Execution(collector=OutputCollector(self.options.max_raw_output_chars))
+        msg_id = client.execute(
+            snapshot.clean_text(code),  # a lone surrogate cannot be sent; the step records the same cleaned code
+            silent=silent,
+            store_history=not silent,
+            user_expressions=user_expressions or {},
+            allow_stdin=False,  # input() raises instead of waiting forever for a front end
+            stop_on_error=False,
+        )
+        poller = zmq.Poller()
+        poller.register(client.shell_channel.socket, zmq.POLLIN)
+        poller.register(client.iopub_channel.socket, zmq.POLLIN)
+        started, wall_started = time.monotonic(), time.time()
+        deadline = started + timeout
+        # until the kernel says it is busy with the request, or, once idle, until its reply: the grace period
+        silent_after: float | None = started + SILENT_KERNEL_GRACE
+        interrupt_at = started + interrupt_after if interrupt_after is not None else None
+        idle = False
+        while execution.reply is None or not idle:
+            if self.stop is not None and self.stop.is_set():
+                raise Stopped
+            now = time.monotonic()
+            if interrupt_at is not None and execution.reply is None and now >= interrupt_at:
+                self._manager.interrupt_kernel()
+                interrupt_at = None
+            if silent_after is not None and now > silent_after and self._manager.is_alive():
+                execution.unresponsive = (
+                    f"did not start the cell within {SILENT_KERNEL_GRACE:g} s"
+                    if not idle
+                    else f"finished the cell without a reply within {SILENT_KERNEL_GRACE:g} s"
+                )
+                break
+            remaining = deadline - now
+            if remaining <= 0:
+                if execution.timed_out or execution.reply is not None:
+                    execution.wedged = execution.reply is None
+                    break
+                execution.timed_out, execution.timed_out_at = True, now - started
+                self._manager.interrupt_kernel()
+                deadline = time.monotonic() + INTERRUPT_GRACE
+                continue
+            wait = min(remaining, POLL_INTERVAL)
+            if interrupt_at is not None:  # wake up in time for the user's interrupt
+                wait = min(wait, max(interrupt_at - time.monotonic(), 0.001))
+            ready = dict(poller.poll(int(wait * 1000)))
+            if not ready:
+                if not self._manager.is_alive():
+                    execution.died = True
+                    execution.exit_code = self._manager.provisioner.process.returncode
+                    break
+                continue
+            if client.shell_channel.socket in ready:
+                msg = _message(client.shell_channel)
+                if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
+                    execution.reply = msg
+                    execution.elapsed = time.monotonic() - started
+                    silent_after = None
+            if client.iopub_channel.socket in ready:
+                msg = _message(client.iopub_channel)
+                if msg is None or msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "status":
+                    idle = msg["content"]["execution_state"] == "idle"
+                    if execution.reply is None:
+                        silent_after = time.monotonic() + SILENT_KERNEL_GRACE if idle else None
+                else:
+                    execution.collector.add(msg)
+        if execution.reply is None:
+            execution.elapsed = time.monotonic() - started
+        if execution.timed_out or execution.broken:
+            seconds = self._cell_seconds(msg_id, wall_started)
+            # a snapshot that began only after the timeout's interrupt follows a cell that overran
+            if seconds is not None and (execution.timed_out_at is None or seconds < execution.timed_out_at):
+                execution.cell_seconds = seconds
+        return execution
+
+    def _cell_seconds(self, msg_id: str, wall_started: float) -> float | None:
+        """How long the cell of request ``msg_id`` ran, if its snapshot began and did not finish; else None.
+
+        A snapshot that finished (the file says ``done``) leaves what failed afterwards to the kernel.
+        """
+        if self.announce is None:
+            return None
+        try:
+            request, _, when = self.announce.read_text(encoding="utf-8").partition(" ")
+            if request != msg_id or when == "done":
+                return None
+            return max(float(when) - wall_started, 0.0)
+        except (OSError, ValueError):
+            return None
+
+
+def _message(channel: Any) -> dict[str, Any] | None:
+    """The next message of a channel; None for one that is not a message (a cell that patched ``json.dumps``
+    makes the kernel send ``{"forged": 1}`` for each), which the recorder then never waits on."""
+    try:
+        msg = channel.get_msg(timeout=0)
+        if isinstance(msg, dict) and isinstance(msg.get("parent_header"), dict) and isinstance(msg["msg_type"], str):
+            return msg
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        log.debug("a message that is not one: %r", exc)
+    return None
+
+
+def exit_status(code: int | None) -> str:
+    """`` (exit code N)``, or `` (killed by SIGNAME)`` for a process a signal ended (a negative code)."""
+    if code is None:
+        return ""
+    if code >= 0:
+        return f" (exit code {code})"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f" (killed by signal {-code})"
+    # SIGXCPU comes only from RLIMIT_CPU, so say which limit it was
+    return f" (killed by {name}: CPU time limit reached)" if name == "SIGXCPU" else f" (killed by {name})"
