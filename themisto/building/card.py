@@ -1,4 +1,7 @@
-"""The dataset card of a build: YAML metadata the Hub and ``load_dataset`` read, then prose for a reader."""
+"""The dataset card of a build: YAML metadata the Hub and ``load_dataset`` read, then prose for a reader.
+
+The prose is ``card_template.md``; :mod:`themisto.building.card_reading` reads a card back.
+"""
 
 from __future__ import annotations
 

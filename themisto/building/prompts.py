@@ -93,8 +93,9 @@ _QUESTIONS = {
 class RenderOptions:
     """How the runtime block is rendered and bounded."""
 
+    # as in SelectionOptions: the card lists the options in field order, a switch's help says what its flag does
     runtime_format: str = option("text", "how the runtime block lists the variables", choices=RUNTIME_FORMATS)
-    max_runtime_chars: int = option(2000, "budget of the whole runtime block", check=at_least(200))
+    max_runtime_chars: int = option(2000, "budget of the whole runtime block, header included", check=at_least(200))
     # the recording cut each repr already, at RecordOptions.max_repr_chars: another cap, under another name
     prompt_repr_chars: int = option(
         300,

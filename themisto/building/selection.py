@@ -40,6 +40,8 @@ PAPER_MIN_HISTORY = 5
 class SelectionOptions:
     """Which steps become examples and how the history is bounded."""
 
+    # The field order is the order of the card's build options (and of --help). A switch's help says what
+    # giving its flag does.
     sample: str = option(
         "paper",
         "test split: 'paper' = 200 per task stratified by target-length quartile (10/180/10), "
