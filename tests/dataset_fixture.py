@@ -23,8 +23,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from themisto.building.parquet import BuildSummary, build_dataset, parquet_path
-from themisto.building.tasks import SelectionOptions
+from themisto.building.card_reading import parquet_path
+from themisto.building.parquet import build_dataset
+from themisto.building.selection import SelectionOptions
+from themisto.building.summary import BuildSummary
 from themisto.kernelside import snapshot
 from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, TrajectoryWriter, Variable, state_hash

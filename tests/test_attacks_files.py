@@ -35,7 +35,7 @@ from attacks import (
 from synthetic import synthetic_steps, write_corpus, write_steps
 
 from themisto.building.parquet import build_dataset
-from themisto.building.tasks import SelectionOptions
+from themisto.building.selection import SelectionOptions
 from themisto.cli import main
 from themisto.exceptions import OutputError
 from themisto.filesystem import ExclusiveLock, lock_path

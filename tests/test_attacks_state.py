@@ -14,8 +14,9 @@ import pytest
 from attacks import assert_one_line_error, run_themisto, write_notebook
 from synthetic import synthetic_steps, write_corpus, write_steps
 
-from themisto.building.parquet import build_dataset, parquet_path
-from themisto.building.tasks import SelectionOptions
+from themisto.building.card_reading import parquet_path
+from themisto.building.parquet import build_dataset
+from themisto.building.selection import SelectionOptions
 from themisto.cli import main
 from themisto.recording.options import RecordOptions
 from themisto.recording.snapshots import MAX_NAME_CHARS, MAX_TYPE_CHARS

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from dataset_fixture import write_dataset
 
-from themisto.building.parquet import parquet_path
+from themisto.building.card_reading import parquet_path
 from themisto.cli import main
 from themisto.evaluation.data import bundled_path, find_data
 from themisto.vocabulary import DATA_ENV

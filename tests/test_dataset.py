@@ -13,11 +13,11 @@ from synthetic import synthetic_steps, write_corpus, write_steps
 
 import themisto.building.parquet
 import themisto.building.tables
-from themisto.building.card import read_build_options
-from themisto.building.parquet import build_dataset, parquet_path
+from themisto.building.card_reading import parquet_path, read_build_options
+from themisto.building.parquet import build_dataset
 from themisto.building.prompts import RenderOptions
+from themisto.building.selection import PAPER_MIN_HISTORY, SelectionOptions, select
 from themisto.building.tables import TASK_FEATURES, TRAJECTORY_FEATURES, config_splits, iter_tables
-from themisto.building.tasks import PAPER_MIN_HISTORY, SelectionOptions, select
 from themisto.cli import main
 from themisto.exceptions import InputError
 from themisto.trajectory import trajectory_files

@@ -15,9 +15,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from themisto.building.history import Example
 from themisto.building.parquet import build_dataset
 from themisto.building.prompts import RUNTIME_FORMATS, RenderOptions, render_pair, shown_variables
-from themisto.building.tasks import Example, SelectionOptions
+from themisto.building.selection import SelectionOptions
 from themisto.kernelside import snapshot
 from themisto.recording.record import record_source
 from themisto.trajectory import Variable, read_trajectory

@@ -8,9 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 from synthetic import synthetic_steps, write_steps
 
-from themisto.building.card import read_build_options
+from themisto.building.card_reading import read_build_options
+from themisto.building.history import iter_examples
 from themisto.building.parquet import build_dataset
-from themisto.building.tasks import SelectionOptions, iter_examples, select
+from themisto.building.selection import SelectionOptions, select
 from themisto.cli import main
 from themisto.exceptions import InputError
 from themisto.recording.outputs import mask_machine_text, normalize_output

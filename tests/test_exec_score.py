@@ -252,7 +252,7 @@ def test_cli_scores_a_real_lm_eval_run_with_trajectories_from_the_build(
     recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from themisto.building.parquet import build_dataset
-    from themisto.building.tasks import SelectionOptions
+    from themisto.building.selection import SelectionOptions
 
     data = tmp_path / "data"
     build_dataset([recorded], data, SelectionOptions(sample="all", quantile=1.0))

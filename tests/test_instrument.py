@@ -16,9 +16,10 @@ import pytest
 from dataset_fixture import write_dataset
 from synthetic import synthetic_steps, write_steps
 
+from themisto.building.card_reading import parquet_path
 from themisto.building.categories import output_kind
-from themisto.building.parquet import build_dataset, parquet_path
-from themisto.building.tasks import SelectionOptions
+from themisto.building.parquet import build_dataset
+from themisto.building.selection import SelectionOptions
 from themisto.cli import main as themisto_main
 from themisto.evaluation.data import load_task_dataset
 from themisto.reporting.stats import mcnemar, sign_flip_p_value

@@ -20,10 +20,11 @@ from synthetic import write_corpus
 from tiny_model import make_tiny_model
 
 from themisto.building.categories import runtime_only
+from themisto.building.history import StepContext
 from themisto.building.parquet import build_dataset
 from themisto.building.placebo import KernelState, PlaceboStates, state_before
 from themisto.building.prompts import shown_variables
-from themisto.building.tasks import SelectionOptions, StepContext
+from themisto.building.selection import SelectionOptions
 from themisto.evaluation import evaluate, scores
 from themisto.evaluation.compression import conditional_bits
 from themisto.exceptions import InputError

@@ -72,8 +72,8 @@ def test_generation_and_metrics_follow_the_task(loaded: dict[str, Any]) -> None:
 
 def test_every_stop_sequence_is_a_header_of_the_real_prompt_format(loaded: dict[str, Any]) -> None:
     """The stop sequences must follow themisto.building.prompts: a renamed header would silently stop nothing."""
+    from themisto.building.history import Example, HistoryCell
     from themisto.building.prompts import RenderOptions, render_pair
-    from themisto.building.tasks import Example, HistoryCell
     from themisto.trajectory import Variable
 
     for name, task in loaded["tasks"].items():

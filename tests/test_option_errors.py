@@ -14,9 +14,10 @@ from synthetic import synthetic_steps, write_steps
 
 from themisto.building.parquet import build_dataset
 from themisto.building.prompts import PROMPT_REPR_TRUNCATION_MARK, RenderOptions
-from themisto.building.tasks import SelectionOptions, select
+from themisto.building.selection import SelectionOptions, select
 from themisto.cli import build_parser, main
 from themisto.cli.options import error_line, parse_size
+from themisto.declaration import declared_values
 from themisto.evaluation.data import data_location
 from themisto.exceptions import InputError, OptionError, ReplayDivergedError, ThemistoError, keyword_spelling
 from themisto.recording.options import RecordOptions
@@ -89,10 +90,17 @@ def test_python_callers_read_keyword_names(tmp_path: Path) -> None:
     with pytest.raises(OptionError) as info:
         check_stability([tmp_path], runs=0)
     assert str(info.value) == "runs must be at least 1, got 0"
-    with pytest.raises(OptionError, match=r"^prompt_repr_chars must be at least \d+$"):
-        RenderOptions(prompt_repr_chars=len(PROMPT_REPR_TRUNCATION_MARK) - 1)
-    with pytest.raises(OptionError, match=r"^quantile must be in \(0, 1\], got 2"):
+    least = len(PROMPT_REPR_TRUNCATION_MARK)
+    with pytest.raises(OptionError, match=rf"^prompt_repr_chars must be at least {least}, got {least - 1}$"):
+        RenderOptions(prompt_repr_chars=least - 1)
+    with pytest.raises(OptionError, match=r"^quantile must be in \(0, 1\], got 2$"):
         SelectionOptions(quantile=2)
+    with pytest.raises(OptionError, match=r"^sample must be one of paper, all, got 'x'$"):
+        SelectionOptions(sample="x")
+    with pytest.raises(OptionError, match=r"^samples must be one of separate, shared, got 'both'$"):
+        SelectionOptions(samples="both")
+    with pytest.raises(OptionError, match=r"^max_context_chars must be at least 0, got -1$"):
+        SelectionOptions(max_context_chars=-1)
     with pytest.raises(OptionError, match=r"^stable_only=True needs stability annotations"):
         select([unannotated(tmp_path)], SelectionOptions(stable_only=True))
     errors = write_steps(tmp_path / "e.jsonl", synthetic_steps("e", 20, error_rate=1.0))
@@ -118,7 +126,12 @@ def test_the_cli_names_the_flags_that_set_those_options(tmp_path: Path, capsys: 
         ),
         (["build", str(errors), "-o", str(tmp_path / "b"), "--prompt-repr-chars", "3"], "--prompt-repr-chars must"),
         (["build", str(unannotated(tmp_path)), "-o", str(tmp_path / "b"), "--stable-only"], "--stable-only needs"),
-        (["build", str(errors), "-o", str(tmp_path / "b"), "--quantile", "2"], "--quantile must be in (0, 1]"),
+        (["build", str(errors), "-o", str(tmp_path / "b"), "--quantile", "2"], "--quantile must be in (0, 1], got 2"),
+        (["build", str(errors), "-o", str(tmp_path / "b"), "--min-history", "-1"], "--min-history must be at least 0"),
+        (
+            ["build", str(errors), "-o", str(tmp_path / "b"), "--max-runtime-chars", "10"],
+            "--max-runtime-chars must be at least 200, got 10",
+        ),
         (
             ["eval", "--model", "themisto-empty", "-o", str(tmp_path / "r"), "--data", str(tmp_path / "x")],
             "give --data)",
@@ -153,7 +166,8 @@ def test_record_and_build_repr_caps_have_one_name_each(capsys: pytest.CaptureFix
     record = parser.parse_args(["record", "x.ipynb", "-o", "out"])
     build = parser.parse_args(["build", "t.jsonl"])
     assert not hasattr(record, "prompt_repr_chars") and not hasattr(build, "max_repr_chars")
-    assert build.prompt_repr_chars == RenderOptions().prompt_repr_chars != RecordOptions().max_repr_chars
+    assert build.prompt_repr_chars is None  # unset: RenderOptions' own default, which is not record's cap
+    assert RenderOptions().prompt_repr_chars != RecordOptions().max_repr_chars
     with pytest.raises(SystemExit):  # no hidden alias: record's cap is not a spelling of the prompt's
         parser.parse_args(["build", "t.jsonl", "--max-repr-chars", "50"])
     assert "unrecognized arguments: --max-repr-chars 50" in capsys.readouterr().err
@@ -165,6 +179,53 @@ def test_record_and_build_repr_caps_have_one_name_each(capsys: pytest.CaptureFix
     listed = re.compile(r"^\s+--max-repr-chars\b", re.MULTILINE)  # an option of the listing, not a mention
     assert "--prompt-repr-chars" in helps["build"] and not listed.search(helps["build"])
     assert listed.search(helps["record"]) and "--prompt-repr-chars" not in helps["record"]
+
+
+# Every option flag of `themisto build`, a contract with users' scripts: the argument it takes here (None: a
+# switch), the option it sets and the value that gives.
+BUILD_FLAGS: dict[str, tuple[str | None, str, object]] = {
+    "--sample": ("all", "sample", "all"),
+    "--seed": ("3", "seed", 3),
+    "--include-errors": (None, "include_errors", True),
+    "--include-images": (None, "include_images", True),
+    "--include-empty": (None, "include_empty", True),
+    "--min-history": ("2", "min_history", 2),
+    "--samples": ("shared", "samples", "shared"),
+    "--keep-figure-text": (None, "figure_text_as_image", False),
+    "--include-timing": (None, "include_timing", True),
+    "--keep-machine-text": (None, "mask_machine_text", False),
+    "--stable-only": (None, "stable_only", True),
+    "--quantile": ("0.5", "quantile", 0.5),
+    "--max-context-chars": ("0", "max_context_chars", 0),
+    "--runtime-format": ("json", "runtime_format", "json"),
+    "--max-runtime-chars": ("500", "max_runtime_chars", 500),
+    "--prompt-repr-chars": ("40", "prompt_repr_chars", 40),
+    "--no-descriptions": (None, "descriptions", False),
+}
+
+
+def test_build_flags_keep_their_names_and_set_their_options() -> None:
+    argv = ["build", "t.jsonl"]
+    for flag, (value, _, _) in BUILD_FLAGS.items():
+        argv += [flag] if value is None else [flag, value]
+    args = build_parser().parse_args(argv)
+    assert set(args.option_flags.values()) == {*BUILD_FLAGS, "--help", "--output", "--license", "--quiet"}
+    selection = SelectionOptions(**declared_values(args, SelectionOptions))
+    render = RenderOptions(**declared_values(args, RenderOptions))
+    for flag, (_, name, expected) in BUILD_FLAGS.items():
+        assert getattr(selection if hasattr(selection, name) else render, name) == expected, flag
+    unset = build_parser().parse_args(["build", "t.jsonl"])  # nothing given: the options' own defaults
+    assert SelectionOptions(**declared_values(unset, SelectionOptions)) == SelectionOptions()
+    assert RenderOptions(**declared_values(unset, RenderOptions)) == RenderOptions()
+
+
+def test_the_card_and_the_protocol_name_build_options_by_their_flags() -> None:
+    flags = set(BUILD_FLAGS)
+    card = set(FLAG.findall((ROOT / "themisto" / "building" / "card.py").read_text(encoding="utf-8")))
+    assert card - {"--runs"} <= flags  # --runs: the card's advice to run `themisto stability`
+    protocol = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+    synopsis = protocol.split("## Build the dataset", 1)[1].split("```")[1]  # its usage block
+    assert set(FLAG.findall(synopsis)) == flags | {"--license"}
 
 
 def test_sizes_have_one_reading_each() -> None:

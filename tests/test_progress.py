@@ -23,7 +23,7 @@ import pytest
 from synthetic import write_corpus
 
 from themisto.building.parquet import build_dataset
-from themisto.building.tasks import SelectionOptions
+from themisto.building.selection import SelectionOptions
 from themisto.cli import main
 from themisto.recording.environment import kernel_environment, supervised_kernel_manager
 from themisto.recording.options import RecordOptions

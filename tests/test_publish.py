@@ -31,8 +31,8 @@ from dataset_fixture import write_dataset
 from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from themisto.building.card import ARXIV_ID, BUILD_OPTIONS_KEY, CITATION, hub_licenses, read_build_options
-from themisto.building.parquet import parquet_path
+from themisto.building.card import ARXIV_ID, CITATION, hub_licenses
+from themisto.building.card_reading import BUILD_OPTIONS_KEY, parquet_path, read_build_options
 from themisto.building.publish import build_files, commit_operations
 from themisto.building.tables import config_features, config_splits
 from themisto.cli import main

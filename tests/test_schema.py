@@ -15,7 +15,7 @@ import pytest
 from synthetic import synthetic_steps
 
 from themisto.building.card import field_list
-from themisto.building.parquet import parquet_path
+from themisto.building.card_reading import parquet_path
 from themisto.building.tables import TRAJECTORY_FEATURES, record_features, trajectory_row
 from themisto.exceptions import TrajectoryError
 from themisto.trajectory import (

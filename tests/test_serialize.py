@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from themisto.building.history import RESTART_CELL, Example, HistoryCell
 from themisto.building.prompts import (
     MIN_REPR_CHARS,
     PROMPT_REPR_TRUNCATION_MARK,
@@ -19,8 +20,7 @@ from themisto.building.prompts import (
     render_runtime,
     shown_variables,
 )
-from themisto.building.tasks import RESTART_CELL, Example, HistoryCell
-from themisto.exceptions import InputError
+from themisto.exceptions import OptionError
 from themisto.trajectory import Variable
 from themisto.vocabulary import RESTART_MARKER
 
@@ -140,10 +140,10 @@ def test_code_with_backticks_keeps_its_fence_intact() -> None:
     assert "````python\n" in pair.without_runtime
 
 
-def test_bad_options_are_input_errors() -> None:
-    with pytest.raises(InputError, match="runtime format"):
+def test_bad_options_are_option_errors_naming_the_option() -> None:
+    with pytest.raises(OptionError, match=r"^runtime_format must be one of text, json, referenced, got 'yaml'$"):
         RenderOptions(runtime_format="yaml")
-    with pytest.raises(InputError, match="at least 200"):
+    with pytest.raises(OptionError, match=r"^max_runtime_chars must be at least 200, got 10$"):
         RenderOptions(max_runtime_chars=10)
 
 

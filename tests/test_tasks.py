@@ -7,17 +7,9 @@ from pathlib import Path
 import pytest
 from synthetic import synthetic_steps, write_steps
 
-from themisto.building.tasks import (
-    PAPER_MIN_HISTORY,
-    RESTART_CELL,
-    HistoryCell,
-    HistoryWindow,
-    SelectionOptions,
-    iter_examples,
-    select,
-    stratified_sample,
-)
-from themisto.exceptions import InputError
+from themisto.building.history import RESTART_CELL, HistoryCell, HistoryWindow, iter_examples
+from themisto.building.selection import PAPER_MIN_HISTORY, SelectionOptions, select, stratified_sample
+from themisto.exceptions import InputError, OptionError
 from themisto.trajectory import Step, Variable
 from themisto.vocabulary import RESTART_MARKER, TASKS
 
@@ -224,7 +216,7 @@ def test_min_history_follows_the_sample_and_keeps_steps_with_fewer_earlier_execu
     paper = select([path], SelectionOptions(quantile=1.0))
     assert paper.tasks["output_prediction"].test == ["t/5", "t/6", "t/7"]
     assert paper.tasks["output_prediction"].full == every
-    with pytest.raises(InputError, match="min_history"):
+    with pytest.raises(OptionError, match=r"^min_history must be at least 0, got -1$"):
         SelectionOptions(min_history=-1)
 
 

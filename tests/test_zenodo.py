@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from themisto.building.tasks import SelectionOptions, select
+from themisto.building.selection import SelectionOptions, select
 from themisto.cli import main
 from themisto.exceptions import InputError, SourceError
 from themisto.recording.outputs import render_outputs

@@ -4,10 +4,16 @@ In: trajectory JSONL files. Out: a dataset folder (``hf_dataset/``) with one
 Parquet file per config and split and a ``README.md`` dataset card, readable
 by ``datasets.load_dataset(folder, config)``.
 
-- :mod:`~themisto.building.tasks`: which steps become examples (selection, sampling, history)
+- :mod:`~themisto.building.selection`: which steps become examples (eligibility, the test sample)
+- :mod:`~themisto.building.history`: what an example carries from before its step (history, runtime state)
+- :mod:`~themisto.building.categories`: the output and step kinds, duplicates, runtime-only targets
 - :mod:`~themisto.building.prompts`: the prompts and runtime blocks a model sees
+- :mod:`~themisto.building.placebo`: the placebo arm's runtime state of another step
 - :mod:`~themisto.building.tables`: examples as Arrow tables, one per config
 - :mod:`~themisto.building.parquet`: the Parquet files, written atomically
-- :mod:`~themisto.building.card`: the dataset card
+- :mod:`~themisto.building.summary`: what a build produced, for the card
+- :mod:`~themisto.building.card`: the dataset card, written from the summary and ``card_template.md``
+- :mod:`~themisto.building.card_reading`: a build read back through its card (options, data files)
 - :mod:`~themisto.building.lookup`: one example pair, as ``themisto show`` prints it
+- :mod:`~themisto.building.publish`: the upload of a build to the Hugging Face Hub
 """

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from themisto.building.parquet import parquet_path
+from themisto.building.card_reading import parquet_path
 from themisto.exceptions import InputError, short_message
 from themisto.vocabulary import CATEGORY_COLUMNS, RUNTIME_SUFFIX, SPLITS, TASK_CONFIGS, TASKS, task_of_config
 

@@ -9,8 +9,8 @@ and with a placebo block (``X`` / ``X_runtime`` / ``X_placebo``), with splits
 writes every split as ``<folder>/<config>/<split>-<hash>.parquet`` plus a
 ``README.md`` dataset card whose YAML ``configs:`` block names those files.
 ``datasets.load_dataset(folder, config, split=...)`` then reads the folder as
-it is, locally or after ``themisto publish``; :func:`parquet_path` finds a
-split's file through the card.
+it is, locally or after ``themisto publish``;
+:func:`themisto.building.card_reading.parquet_path` finds a split's file through the card.
 
 ``<hash>`` is the start of the file's SHA-256. ``load_dataset`` keys its cache
 of a local folder on the card's ``configs`` block (and the folder's name), not
@@ -20,7 +20,7 @@ every different build a different ``configs`` block, hence a different cache
 entry, while an identical rebuild keeps its names (and its cache).
 
 :func:`build_dataset` reads the trajectories twice: selection
-(:func:`themisto.building.tasks.select`), then one pass of
+(:func:`themisto.building.selection.select`), then one pass of
 :func:`themisto.building.tables.iter_tables` whose Arrow tables of all thirteen
 splits stream straight into ``pyarrow`` Parquet writers with the configs' own
 schemas (``load_dataset`` sees the same features), in row groups of a fixed
@@ -52,17 +52,18 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from themisto.building.card import check_license, dataset_card, read_data_files
+from themisto.building.card import check_license, dataset_card
+from themisto.building.card_reading import read_data_files
 from themisto.building.prompts import RenderOptions
+from themisto.building.selection import SelectionOptions, select
+from themisto.building.summary import BuildSummary
 from themisto.building.tables import BATCH_ROWS, config_features, config_splits, iter_tables
-from themisto.building.tasks import Selection, SelectionOptions, select
 from themisto.exceptions import InputError, OptionError, OutputError
 from themisto.filesystem import ExclusiveLock, exchange, lock_path, prepare_output_folder
 from themisto.progress import Progress
@@ -77,31 +78,8 @@ PREVIOUS_PREFIX = ".themisto-previous-"
 _LEFTOVER = re.compile(r"\.themisto-(build|previous)-[a-z0-9_]{8}\.(.+)")
 
 
-@dataclass
-class BuildSummary:
-    """What a build produced: the selection, the options and the row counts per config and split."""
-
-    selection: Selection
-    selection_options: SelectionOptions
-    render_options: RenderOptions
-    rows: dict[str, dict[str, int]]
-    trajectory_files: list[str]  # file names only, so the card does not depend on where inputs lie
-    files: dict[str, dict[str, str]]  # per config and split: the Parquet file, relative to the build folder
-    # the source files (a notebook, an event log, the Zenodo record's files) the provenance of the
-    # trajectories names, one per session; None for a trajectory without provenance
-    sources: list[str | None] = field(default_factory=list)
-
-
 # Hex digits of the SHA-256 in a Parquet file's name: enough that no two builds collide.
 NAME_HASH_CHARS = 16
-
-
-def parquet_path(folder: str | Path, config: str, split: str) -> Path:
-    """The Parquet file of one split of one config of a build, as the build's dataset card names it."""
-    files = read_data_files(folder)
-    if (config, split) not in files:
-        raise InputError(f"{folder}: the dataset card names no file for config {config!r}, split {split!r}")
-    return Path(folder) / files[config, split]
 
 
 def _hashed_name(path: Path) -> Path:

@@ -34,8 +34,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from themisto.building.history import StepContext, variable_description
 from themisto.building.prompts import referenced_names
-from themisto.building.tasks import StepContext, variable_description
 from themisto.trajectory import Variable
 
 # Distinct states remembered for the choice: enough for a long session's history of states, bounded for memory.

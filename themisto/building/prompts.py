@@ -38,9 +38,9 @@ importance, each one that still fits, and the rest are counted in a closing
 line (``not_shown`` in JSON). The variables the target cell reads always come
 first, their descriptions whole; when even they do not fit, their reprs are cut shorter (halving, down to
 :data:`MIN_REPR_CHARS`, then, for a variable that has a description, to nothing) until they do.
-``descriptions=False`` renders the block without descriptions (the block before issue 20, for ablations). Importance (:func:`rank_variables`): first the
-variables the target cell's code refers to (output prediction; for next-cell
-prediction the code is unknown), then the most recently changed ones (by the
+``descriptions=False`` renders the block without descriptions (type, size, shape/len and repr alone, for
+ablations). Importance (:func:`rank_variables`): first the variables the target cell's code refers to
+(output prediction; for next-cell prediction the code is unknown), then the most recently changed ones (by the
 step at which their description last changed), ties by snapshot order; never by
 name alone. The kept variables are listed in snapshot order.
 
@@ -58,8 +58,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from themisto.building.tasks import Example, HistoryCell
-from themisto.exceptions import InputError, OptionError
+from themisto.building.history import Example, HistoryCell
+from themisto.declaration import at_least, check_declared, option
 from themisto.trajectory import Variable
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER
 
@@ -93,26 +93,27 @@ _QUESTIONS = {
 class RenderOptions:
     """How the runtime block is rendered and bounded."""
 
-    runtime_format: str = "text"  # one of RUNTIME_FORMATS
-    max_runtime_chars: int = 2000  # budget of the whole runtime block, header included
-    # each variable's repr is cut to this many characters in the prompt (the recording cut it already,
-    # at RecordOptions.max_repr_chars: another cap, under another name)
-    prompt_repr_chars: int = 300
-    referenced_window: int = 3  # next-cell "referenced": names used in this many latest history cells
-    descriptions: bool = True  # show each variable's structured description (False: reprs alone)
+    # as in SelectionOptions: the card lists the options in field order, a switch's help says what its flag does
+    runtime_format: str = option("text", "how the runtime block lists the variables", choices=RUNTIME_FORMATS)
+    max_runtime_chars: int = option(2000, "budget of the whole runtime block, header included", check=at_least(200))
+    # the recording cut each repr already, at RecordOptions.max_repr_chars: another cap, under another name
+    prompt_repr_chars: int = option(
+        300,
+        "each variable's repr is cut to this many characters in the prompt; record's --max-repr-chars is the cap "
+        "of the recording itself",
+        check=at_least(len(PROMPT_REPR_TRUNCATION_MARK)),
+    )
+    # next-cell "referenced": names used in this many latest history cells (not a command-line option)
+    referenced_window: int = 3
+    descriptions: bool = option(
+        True,
+        "leave the variables' structured descriptions (columns and dtypes, index, ranges) out of the runtime "
+        "block, so it shows type, size, shape/len and repr alone, as it did before the recording described "
+        "variables: for ablations",
+    )
 
     def __post_init__(self) -> None:
-        if self.runtime_format not in RUNTIME_FORMATS:
-            raise InputError(
-                f"unknown runtime format {self.runtime_format!r}; expected one of {', '.join(RUNTIME_FORMATS)}"
-            )
-        if self.max_runtime_chars < 200:
-            raise OptionError(
-                "the runtime budget {max_runtime_chars} must be at least 200 characters, got {got}",
-                got=self.max_runtime_chars,
-            )
-        if self.prompt_repr_chars < len(PROMPT_REPR_TRUNCATION_MARK):
-            raise OptionError("{prompt_repr_chars} must be at least {least}", least=len(PROMPT_REPR_TRUNCATION_MARK))
+        check_declared(self)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themisto.building.card import HUB_PLACEHOLDER, named_files, read_build_options, read_card_metadata
+from themisto.building.card import HUB_PLACEHOLDER
+from themisto.building.card_reading import named_files, read_build_options, read_card_metadata
 from themisto.building.tables import config_splits
 from themisto.exceptions import InputError, ThemistoError, short_message
 from themisto.vocabulary import CONFIG_NAMES

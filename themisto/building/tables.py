@@ -1,6 +1,6 @@
 """The Themisto configs as Arrow tables, built column by column in one streaming pass.
 
-:func:`iter_tables` reads the trajectories once (after :func:`themisto.building.tasks.select`
+:func:`iter_tables` reads the trajectories once (after :func:`themisto.building.selection.select`
 has chosen the examples) and yields, batch after batch of steps, a table piece for
 every config and split. Rows are never encoded one by one: a batch's columns are
 collected as plain lists and turned into Arrow arrays once, and the columns the
@@ -28,9 +28,10 @@ import datasets
 import pyarrow as pa
 
 from themisto.building.categories import Duplicates, runtime_only
+from themisto.building.history import Example, StepContext, iter_contexts
 from themisto.building.placebo import KernelState, PlaceboStates, state_before
 from themisto.building.prompts import RenderOptions, render_pairs
-from themisto.building.tasks import Example, Selection, StepContext, iter_contexts
+from themisto.building.selection import Selection
 from themisto.exceptions import InputError
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
 from themisto.vocabulary import (
@@ -330,7 +331,7 @@ def iter_tables(
 ) -> Iterator[TablePiece]:
     """Every config and split of a build as table pieces, in trajectory order, in one pass.
 
-    ``chosen`` is the outcome of :func:`themisto.building.tasks.select` over the same ``paths``;
+    ``chosen`` is the outcome of :func:`themisto.building.selection.select` over the same ``paths``;
     ``seed`` draws the placebo states.
     """
     splits: SplitIds = {

@@ -90,7 +90,7 @@ def find_data(data: str | None = None, *, local: bool = False) -> DataLocation:
     if path.exists():
         if not (path / "README.md").is_file():
             raise InputError(f"{named}: not a built Themisto dataset (no README.md dataset card)")
-        from themisto.building.card import read_card_metadata
+        from themisto.building.card_reading import read_card_metadata
 
         read_card_metadata(path)
         return DataLocation(str(path.resolve()), source)
@@ -152,7 +152,7 @@ def _read_local(folder: str, config: str, split: str) -> datasets.Dataset:
     import datasets
     import pyarrow.parquet as pq
 
-    from themisto.building.parquet import parquet_path
+    from themisto.building.card_reading import parquet_path
 
     # the schema carries the features as metadata (Features.arrow_schema), which Dataset restores
     return datasets.Dataset(pq.read_table(parquet_path(folder, config, split)))

@@ -99,7 +99,7 @@ def mask_machine_text(text: str) -> str:
     """``text`` with what differs between machines and runs masked, and nothing else changed: the kernel pid
     of ``ipykernel_<pid>`` paths (``<pid>``), tempfile's random folder and file names (``tmp<random>``) and
     the memory addresses of object reprs (``at 0x?``, as the snapshot masks them). The builder shows outputs
-    so (:class:`themisto.building.tasks.SelectionOptions`, ``mask_machine_text``)."""
+    so (:class:`themisto.building.selection.SelectionOptions`, ``mask_machine_text``)."""
     text = KERNEL_PID.sub(_MASKED_PID, text)
     return snapshot.mask_addresses(TEMP_NAME.sub(_MASKED_TEMP, text))
 

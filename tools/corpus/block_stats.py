@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from themisto.building.card import read_data_files
+from themisto.building.card_reading import read_data_files
 from themisto.building.prompts import PROMPT_REPR_TRUNCATION_MARK, referenced_names, shown_variables
 from themisto.evaluation.compression import conditional_bits  # the likelihood control's own code length
 from themisto.trajectory import Variable

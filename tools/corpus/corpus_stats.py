@@ -205,7 +205,7 @@ def tokens(text: str) -> set[str]:
 def read_rows(build: Path, config: str, split: str, columns: list[str]) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
-    from themisto.building.parquet import parquet_path  # the build's card names its (content-hashed) files
+    from themisto.building.card_reading import parquet_path  # the build's card names its (content-hashed) files
 
     return pq.read_table(parquet_path(build, config, split), columns=columns).to_pylist()
 

@@ -221,7 +221,7 @@ _COLUMNS = ["trajectory_id", "step", "cell_id", "code", "output", "restarted", "
 
 def _read_build(data: str | None, wanted: set[str], found: dict[str, dict[int, RecordedStep]]) -> str:
     """Fill ``found`` from the build's ``trajectories`` config (a folder, or a Hub id); returns where it was."""
-    from themisto.building.parquet import parquet_path
+    from themisto.building.card_reading import parquet_path
     from themisto.evaluation.data import data_location
 
     location = data_location(data)

@@ -1,0 +1,323 @@
+"""Which steps become examples: eligibility, the test sample per task, and the counts the card reports.
+
+:func:`select` is the build's first pass: :func:`scan` collects only lengths and
+flags per step (:class:`StepStats`), then each rule of the paper's protocol, each an
+option of :class:`SelectionOptions`, decides which steps are eligible for each task
+(``full``) and :func:`stratified_sample` draws the ``test`` split by target-length
+quartile. The rules, their defaults and where they deviate from the paper are those
+of ``docs/protocol.md`` ("Selection").
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from themisto.building.history import example_id, target_stable
+from themisto.declaration import at_least, check_declared, option, within
+from themisto.exceptions import InputError, OptionError, TrajectoryError
+from themisto.progress import Progress
+from themisto.trajectory import Step, is_image_only, iter_steps
+from themisto.vocabulary import OUTPUT_PREDICTION, TASKS
+
+SAMPLES = ("paper", "all")
+# One test sample for both tasks (the output-prediction draw), or one per task.
+SHARED, SEPARATE = "shared", "separate"
+TASK_SAMPLES = (SEPARATE, SHARED)
+# A matplotlib figure's text stand-in, printed when a figure is a cell's value but not drawn inline.
+FIGURE_TEXT = re.compile(r"<Figure size \d+(?:\.\d+)?x\d+(?:\.\d+)? with \d+ Axes>")
+# Examples drawn from the target-length quartiles Q1, Q2+Q3 and Q4 (the paper's 10/180/10).
+PAPER_STRATA = (10, 180, 10)
+# The paper's selected cells had at least five earlier actions: min_history's default with sample="paper".
+PAPER_MIN_HISTORY = 5
+
+
+@dataclass(frozen=True)
+class SelectionOptions:
+    """Which steps become examples and how the history is bounded."""
+
+    # The field order is the order of the card's build options (and of --help). A switch's help says what
+    # giving its flag does.
+    sample: str = option(
+        "paper",
+        "test split: 'paper' = 200 per task stratified by target-length quartile (10/180/10), "
+        "'all' = every eligible example",
+        choices=SAMPLES,
+    )
+    seed: int = option(0, "seed of the paper sample")
+    include_errors: bool = option(False, "keep steps whose output is an exception (excluded by default)")
+    include_images: bool = option(
+        False,
+        "keep steps whose output shows only images (plots) as output-prediction targets (excluded by default)",
+    )
+    quantile: float = option(
+        0.99, "drop steps whose code or output is longer than this length quantile", check=within(0, 1)
+    )
+    stable_only: bool = option(
+        False,
+        "keep only steps whose output was reproducible across re-executions, for both tasks "
+        "(needs the annotations of `themisto stability`)",
+    )
+    max_context_chars: int = option(
+        8000,
+        "history budget: characters of code and output, oldest whole cells cut first; 0 keeps the whole "
+        "history, as the paper does",
+        check=at_least(0),
+    )
+    include_empty: bool = option(
+        False, "keep examples whose target is empty: cells without output, empty cells (excluded by default)"
+    )
+    # None: resolved from the sample in __post_init__
+    min_history: int | None = option(
+        None,
+        "draw into the test split only steps with at least N earlier executions in their trajectory; the full "
+        "split keeps every eligible example",
+        metavar="N",
+        parse=int,
+        check=at_least(0),
+        default_text=f"{PAPER_MIN_HISTORY} with --sample paper, as the paper's selected cells had, 0 with --sample all",
+    )
+    samples: str = option(
+        SEPARATE,
+        "'shared' = one test sample for both tasks, the output-prediction draw (the paper's reading), "
+        "'separate' = each task drawn by its own target's length",
+        choices=TASK_SAMPLES,
+    )
+    figure_text_as_image: bool = option(
+        True,
+        "keep outputs that are only a figure's text stand-in ('<Figure size 640x480 with 1 Axes>') as "
+        "output-prediction targets (by default they count as image-only outputs)",
+        flag="--keep-figure-text",
+    )
+    include_timing: bool = option(
+        False,
+        "keep output-prediction targets of cells that measure time and print a duration (excluded by default)",
+    )
+    mask_machine_text: bool = option(
+        True,
+        "show outputs as recorded: by default kernel pids (ipykernel_<pid>), random temp names (tmp<random>) "
+        "and memory addresses (at 0x?) are masked in the history and the targets",
+        flag="--keep-machine-text",
+    )
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+        if self.min_history is None:  # frozen: resolved once, so the card records the number used
+            object.__setattr__(self, "min_history", PAPER_MIN_HISTORY if self.sample == "paper" else 0)
+
+
+@dataclass(frozen=True, slots=True)  # one per input step: slots keep selection memory small
+class StepStats:
+    """What selection needs to know about a step, without its payload."""
+
+    example_id: str
+    step: int  # also the number of earlier executions in the trajectory
+    code_chars: int
+    output_chars: int
+    is_error: bool
+    recording_stopped: bool  # a recorder artefact (Step.recording_stopped), never a target
+    image_only: bool  # the output shows nothing but images (is_image_only)
+    figure_text: bool  # the output is nothing but figures' text stand-ins (is_figure_text)
+    timing: bool  # the step measures time and its output shows a duration (shows_timing)
+    stable: bool | None  # the step's output, as ``Step.stable``
+    code_blank: bool
+    output_blank: bool
+
+    def target_chars(self, task: str) -> int:
+        return self.output_chars if task == OUTPUT_PREDICTION else self.code_chars
+
+    def target_blank(self, task: str) -> bool:
+        """Whether the task's target (the output, or the code for next cell) is empty or blank."""
+        return self.output_blank if task == OUTPUT_PREDICTION else self.code_blank
+
+
+@dataclass
+class TaskSelection:
+    """The example ids of one task: all eligible ones and the test sample."""
+
+    full: list[str]
+    test: list[str]
+    strata: tuple[int, int, int] | None  # sizes of Q1, Q2+Q3, Q4 among eligible examples (paper sample)
+    # per split: how many examples have a stable / unstable / unknown target (see target_stable)
+    stability: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+
+@dataclass
+class Selection:
+    """The outcome of selection over a set of trajectories."""
+
+    trajectories: int
+    steps: int
+    errors: int
+    max_code_chars: float
+    max_output_chars: float
+    tasks: dict[str, TaskSelection] = field(default_factory=dict)
+    skipped: dict[Path, str] = field(default_factory=dict)  # invalid trajectory files left out, and why
+
+
+def scan(
+    paths: Sequence[Path], progress: Progress | None = None, mask_machine_text: bool = True
+) -> tuple[list[StepStats], dict[Path, str]]:
+    """First pass: lengths and flags of every step, in trajectory-file order, and the invalid files skipped.
+
+    Output lengths are those of the output as a model is shown it (masked, with ``mask_machine_text``).
+    A file that breaks the step schema or repeats a step number is skipped
+    whole (one bad trajectory never fails a corpus), and so is one whose
+    ``state_hash`` repeats the previous step's while its variables differ
+    (the build takes an equal hash for an unchanged state); a step id found in two
+    files is an error of the corpus, not of either file. ``progress`` counts files.
+    """
+    from themisto.recording.outputs import mask_machine_text as mask
+
+    stats: list[StepStats] = []
+    skipped: dict[Path, str] = {}
+    seen: set[str] = set()
+    for done, path in enumerate(paths):
+        if progress is not None:
+            progress("select", done, len(paths))
+        mine: dict[str, StepStats] = {}
+        previous: Step | None = None
+        try:
+            for step in iter_steps(path):
+                key = example_id(step.trajectory_id, step.step)
+                if key in mine:
+                    raise TrajectoryError(f"{path}: step {key} occurs twice in the file")
+                if previous is not None and step.state_hash == previous.state_hash and step.runtime != previous.runtime:
+                    raise TrajectoryError(
+                        f"{path}: step {key} has the state_hash of the step before, not its variables'"
+                    )
+                previous = step
+                mine[key] = StepStats(
+                    key,
+                    step.step,
+                    len(step.code),
+                    len(mask(step.output) if mask_machine_text else step.output),
+                    step.error is not None,
+                    step.recording_stopped,
+                    is_image_only(step.output),
+                    is_figure_text(step.output),
+                    shows_timing(step.code, step.output),
+                    step.stable,
+                    not step.code.strip(),
+                    not step.output.strip(),
+                )
+        except TrajectoryError as exc:
+            skipped[path] = str(exc)
+            continue
+        for key in mine:
+            if key in seen:
+                raise InputError(f"{path}: step {key} occurs twice (duplicate trajectory id or step number)")
+            seen.add(key)
+        stats.extend(mine.values())
+    if progress is not None:
+        progress("select", len(paths), len(paths))
+    return stats, skipped
+
+
+def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None) -> Selection:
+    """Apply the selection protocol and return the chosen example ids per task."""
+    stats, skipped = scan(paths, progress, options.mask_machine_text)
+    if not stats:
+        if skipped:
+            first = next(iter(skipped.values()))
+            raise InputError(f"none of the {len(skipped)} trajectory file(s) is valid; the first: {first}")
+        raise InputError("the trajectories hold no steps")
+    import numpy as np  # here, not at the top: the CLI imports this module to build its parser
+
+    max_code = float(np.quantile([s.code_chars for s in stats], options.quantile))
+    max_output = float(np.quantile([s.output_chars for s in stats], options.quantile))
+    if options.stable_only and not any(s.stable is not None for s in stats):
+        raise OptionError(
+            "{stable_only:True} needs stability annotations, and no step has them: re-execute the trajectories"
+            " with the stability stage (themisto.recording.stability) first"
+        )
+    min_history = options.min_history or 0
+    eligible_steps = [
+        s
+        for s in stats
+        if s.code_chars <= max_code
+        and s.output_chars <= max_output
+        and (options.include_errors or not s.is_error)
+        and not s.recording_stopped
+        and (not options.stable_only or s.stable is True)
+    ]
+    selection = Selection(
+        trajectories=len({s.example_id.rsplit("/", 1)[0] for s in stats}),
+        steps=len(stats),
+        errors=sum(s.is_error for s in stats),
+        max_code_chars=max_code,
+        max_output_chars=max_output,
+        skipped=skipped,
+    )
+    output_stable = {s.example_id: s.stable for s in eligible_steps}
+    shared: tuple[set[str], tuple[int, int, int]] | None = None  # the output-prediction draw (samples="shared")
+    for task in TASKS:  # output prediction first, so a shared sample is drawn before next cell uses it
+        candidates = [s for s in eligible_steps if _task_eligible(s, task, options)]
+        full = [s.example_id for s in candidates]
+        drawn = [s for s in candidates if s.step >= min_history]
+        if options.sample == "all":
+            chosen_task = TaskSelection(full, [s.example_id for s in drawn], None)
+        else:
+            if shared is None or options.samples == SEPARATE:
+                lengths = {s.example_id: s.target_chars(task) for s in drawn}
+                chosen, strata = stratified_sample(lengths, f"{options.seed}:{task}")
+                shared = shared or (chosen, strata)
+            else:
+                chosen, strata = shared
+            # the test split keeps the trajectory order of the full split
+            chosen_task = TaskSelection(full, [i for i in full if i in chosen], strata)
+        chosen_task.stability = {
+            split: stability_counts(target_stable(task, output_stable[i]) for i in ids)
+            for split, ids in (("test", chosen_task.test), ("full", chosen_task.full))
+        }
+        selection.tasks[task] = chosen_task
+    return selection
+
+
+def _task_eligible(stats: StepStats, task: str, options: SelectionOptions) -> bool:
+    """Whether an eligible step makes an example of ``task``: a target that is not empty, not an image or
+    figure (output prediction), not a measured duration (output prediction), unless the options keep these."""
+    if not options.include_empty and stats.target_blank(task):
+        return False
+    if task != OUTPUT_PREDICTION:
+        return True
+    image = stats.image_only or (options.figure_text_as_image and stats.figure_text)
+    return (options.include_images or not image) and (options.include_timing or not stats.timing)
+
+
+def is_figure_text(output: str) -> bool:
+    """Whether every line of an output is a figure's text stand-in (``<Figure size 640x480 with 1 Axes>``)."""
+    return bool(output) and all(FIGURE_TEXT.fullmatch(line) for line in output.split("\n"))
+
+
+def shows_timing(code: str, output: str) -> bool:
+    """Whether a step measures time (``%time``, ``time.time()``, ``perf_counter``, ``tqdm``) and its output shows a
+    duration (``1.2 ms``, ``3 s``): the rules :func:`themisto.recording.instability.instability_causes` names ``time`` by."""
+    from themisto.recording.instability import CLOCK_CALL, DURATION
+
+    return bool(CLOCK_CALL.search(code)) and bool(DURATION.search(output))
+
+
+def stability_counts(flags: Iterable[bool | None]) -> tuple[int, int, int]:
+    """How many of ``flags`` are True (stable), False (unstable) and None (unknown)."""
+    counts = Counter(flags)
+    return counts[True], counts[False], counts[None]
+
+
+def stratified_sample(
+    lengths: dict[str, int], seed: str, counts: tuple[int, int, int] = PAPER_STRATA
+) -> tuple[set[str], tuple[int, int, int]]:
+    """Draw ``counts`` ids from the rank quartiles Q1, Q2+Q3, Q4 of the target lengths."""
+    ranked = sorted(lengths, key=lambda key: (lengths[key], key))
+    n = len(ranked)
+    q1_end, q3_end = round(n / 4), round(3 * n / 4)
+    strata = [ranked[:q1_end], ranked[q1_end:q3_end], ranked[q3_end:]]
+    rng = random.Random(seed)  # str seeds hash with SHA-512: stable across processes
+    chosen: set[str] = set()
+    for stratum, wanted in zip(strata, counts, strict=True):
+        chosen.update(rng.sample(stratum, min(wanted, len(stratum))))
+    return chosen, (len(strata[0]), len(strata[1]), len(strata[2]))
