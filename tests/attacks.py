@@ -14,8 +14,8 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
+from repository import REPOSITORY
 
-REPOSITORY = Path(__file__).resolve().parent.parent
 # Seconds a real `themisto` process may take; kernel start-up is slow on a loaded machine.
 PROCESS_TIMEOUT = 300
 

@@ -2,11 +2,11 @@
 
     python tests/task_folder_check.py TASK_FOLDER [--without-themisto]
 
-Run as a script by ``tests/test_task_folder.py``, once on the repository's
+Run as a script by ``tests/evaluation/test_task_folder.py``, once on the repository's
 ``lm_eval_tasks`` with the package importable and once on a copy of the folder
 with ``dataset_path`` pointing at a build and ``themisto`` hidden by an import
 blocker, as if the folder sat in lm-eval's own ``lm_eval/tasks/`` with no
-package installed. The checks follow lm-eval's ``tests/test_tasks.py`` (the
+package installed. The checks follow lm-eval's ``tests/building/test_tasks.py`` (the
 suite its CI runs on new tasks), for every task of the folder; then a full
 ``simple_evaluate`` scores answers chosen per row (the target, fenced targets,
 a wrong case, the previous output, nothing) and, for the likelihood tasks,
@@ -78,7 +78,7 @@ def main(folder: str) -> dict[str, Any]:
     report: dict[str, Any] = {"groups": manager.all_groups, "tasks": {}}
     every_task = sorted(manager.all_subtasks)
     for name, task in manager.load(every_task)["tasks"].items():
-        # lm-eval's tests/test_tasks.py, check by check
+        # lm-eval's tests/building/test_tasks.py, check by check
         assert task.dataset is not None, name
         assert not task.has_training_docs() and not task.has_validation_docs() and task.has_test_docs(), name
         assert task.config.test_split is not None and task.should_decontaminate() in (True, False), name

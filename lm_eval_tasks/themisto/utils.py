@@ -6,7 +6,7 @@ fast metrics. Without it, e.g. with this folder copied into lm-eval's
 ``lm_eval/tasks/``, this file needs only what lm-eval installs:
 ``load_dataset`` is None, so lm-eval loads the YAMLs' ``dataset_path`` and
 ``dataset_name`` itself, and the metrics below compute the same per-sample
-values with ``rouge_score`` and ``sacrebleu`` (``tests/test_task_folder.py``
+values with ``rouge_score`` and ``sacrebleu`` (``tests/evaluation/test_task_folder.py``
 proves both give equal values).
 """
 

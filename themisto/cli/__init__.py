@@ -4,7 +4,7 @@ Each subcommand module exposes ``register(subparsers)``, which adds its parser
 and sets ``func`` to a callable taking the parsed namespace and returning an
 exit code. Modules are imported here so ``themisto --help`` lists them all;
 heavy libraries are imported inside the ``func`` bodies to keep start-up fast
-(``tests/test_cli_startup.py`` holds the parser to that).
+(``tests/package/test_cli_startup.py`` holds the parser to that).
 
 - :mod:`~themisto.cli.record`, :mod:`~themisto.cli.stability`: recording and re-execution
 - :mod:`~themisto.cli.build`, :mod:`~themisto.cli.show`, :mod:`~themisto.cli.publish`,

@@ -9,11 +9,11 @@ import importlib.metadata
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
+
+from repository import REPOSITORY
 
 from themisto.trajectory import read_trajectory, trajectory_files
 
-ROOT = Path(__file__).resolve().parent.parent
 # installed by the Makefile before the extras (the CPU wheel; an unpinned torch pulls a CUDA build)
 MAKEFILE_INSTALLS = {"torch"}
 IMPORT_LINE = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", re.MULTILINE)
@@ -29,17 +29,17 @@ def _dist(name: str) -> str:
 
 def _requirements(section: str, key: str) -> set[str]:
     config = configparser.ConfigParser()
-    config.read(ROOT / "setup.cfg")
+    config.read(REPOSITORY / "setup.cfg")
     lines = [line.strip() for line in config[section][key].splitlines()]
     return {_dist(re.split(r"[<>=!~\[; ]", line)[0]) for line in lines if line and not line.startswith("#")}
 
 
 def _imports(folders: list[str]) -> dict[str, set[str]]:
     """Third-party top-level modules imported by the Python files under ``folders``, with the files."""
-    local = {path.stem for folder in folders for path in (ROOT / folder).rglob("*.py")} | {"themisto", "tools"}
+    local = {path.stem for folder in folders for path in (REPOSITORY / folder).rglob("*.py")} | {"themisto", "tools"}
     found: dict[str, set[str]] = {}
     for folder in folders:
-        for path in (ROOT / folder).rglob("*.py"):
+        for path in (REPOSITORY / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]
@@ -50,7 +50,7 @@ def _imports(folders: list[str]) -> dict[str, set[str]]:
                 for name in names:
                     top = name.split(".")[0]
                     if top not in sys.stdlib_module_names and top not in local:
-                        found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+                        found.setdefault(top, set()).add(str(path.relative_to(REPOSITORY)))
     return found
 
 
@@ -111,7 +111,7 @@ def test_the_corpus_extra_has_what_the_bundled_notebooks_import() -> None:
     # the code the kernel ran for the committed trajectories; a step whose import failed on purpose
     # (a package the session shows missing) needs nothing
     imported = set()
-    for path in trajectory_files([ROOT / "data" / "trajectories"]):
+    for path in trajectory_files([REPOSITORY / "data" / "trajectories"]):
         for step in read_trajectory(path):
             if step.error is None or step.error["ename"] != "ModuleNotFoundError":
                 imported |= set(IMPORT_LINE.findall(step.code))
@@ -122,7 +122,7 @@ def test_the_corpus_extra_has_what_the_bundled_notebooks_import() -> None:
 
 
 def test_make_installs_the_extras_that_make_run_and_make_test_need() -> None:
-    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    makefile = (REPOSITORY / "Makefile").read_text(encoding="utf-8")
     extras = re.findall(r"pip install -q -e '\.\[([a-z,]+)\]'", makefile)
     assert extras and set(extras[0].split(",")) == {"dev", "corpus"}
     for package in MAKEFILE_INSTALLS:
@@ -132,10 +132,10 @@ def test_make_installs_the_extras_that_make_run_and_make_test_need() -> None:
 def test_the_pre_commit_hook_runs_what_make_lint_runs() -> None:
     import yaml
 
-    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    config = yaml.safe_load((REPOSITORY / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
     hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
     assert [(hook["entry"], hook["pass_filenames"]) for hook in hooks] == [("make lint", False)]
-    recipe = re.search(r"^lint:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
+    recipe = re.search(r"^lint:.*\n((?:\t.*\n)+)", (REPOSITORY / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
     assert recipe is not None
     commands = recipe.group(1).split("\n")
     assert any("ruff check" in c for c in commands) and any("ruff format --check" in c for c in commands)

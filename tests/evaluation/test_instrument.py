@@ -14,6 +14,7 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 from dataset_fixture import write_dataset
+from repository import REPOSITORY
 from synthetic import synthetic_steps, write_steps
 
 from themisto.building.card_reading import parquet_path
@@ -25,8 +26,6 @@ from themisto.evaluation.data import load_task_dataset
 from themisto.reporting.stats import mcnemar, sign_flip_p_value
 from themisto.trajectory import Step, trajectory_files
 from themisto.vocabulary import OUTPUT_KINDS, RUNTIME_SUFFIX, STEP_KINDS, TASK_CONFIGS, TASKS
-
-ROOT = Path(__file__).resolve().parent.parent
 
 datasets.disable_progress_bars()
 
@@ -135,7 +134,7 @@ def from_the_block(samples: dict[str, list[dict[str, Any]]]) -> list[dict[str, A
 
 @pytest.mark.slow
 def test_on_the_committed_build_the_positive_control_never_loses_and_never_guesses(tmp_path: Path) -> None:
-    committed = ROOT / "hf_dataset"
+    committed = REPOSITORY / "hf_dataset"
     samples = eval_samples(
         "themisto-state-lookup",
         committed,
@@ -159,7 +158,7 @@ def test_on_the_committed_build_the_positive_control_never_loses_and_never_guess
 def test_on_the_committed_test_split_the_positive_control_is_a_significant_runtime_effect(tmp_path: Path) -> None:
     # the README's claim: the paired test detects the runtime effect on the split every score is quoted on
     samples = eval_samples(
-        "themisto-state-lookup", ROOT / "hf_dataset", tmp_path / "run", "themisto_output,themisto_output_runtime"
+        "themisto-state-lookup", REPOSITORY / "hf_dataset", tmp_path / "run", "themisto_output,themisto_output_runtime"
     )
     differences = paired_exact_match(samples, "themisto_output")
     assert len(differences) == 200 and all(d >= 0 for d in differences)
@@ -299,8 +298,8 @@ def test_output_kind_reads_html_tables_from_the_raw_outputs() -> None:
 
 
 def test_the_committed_build_carries_the_columns_and_keeps_what_cells_read() -> None:
-    committed = ROOT / "hf_dataset"
-    if not trajectory_files([ROOT / "data" / "trajectories"]):
+    committed = REPOSITORY / "hf_dataset"
+    if not trajectory_files([REPOSITORY / "data" / "trajectories"]):
         pytest.skip("no committed trajectories")
     from themisto.building.prompts import referenced_names, shown_variables
 

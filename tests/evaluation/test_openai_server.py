@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from dataset_fixture import task_rows
+from repository import REPOSITORY
 from test_eval_e2e import read_run
 from tiny_model import make_tiny_model
 
@@ -32,7 +33,6 @@ from themisto.evaluation.harness import task_manager
 from themisto.evaluation.metrics import score_sample
 from themisto.vocabulary import LM_EVAL_TASKS, METRIC_NAMES
 
-REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # a prompt is one user message; the template only joins the messages, as a chat model's would
@@ -122,7 +122,7 @@ def test_lm_eval_scores_a_chat_model_through_chat_completions(
     before = posts(log, "chat/completions")
     out = tmp_path / "runs"
     command = [
-        str(BIN / "lm_eval"), "run", "--include_path", str(REPO / "lm_eval_tasks"), "--tasks", "themisto_output_runtime",
+        str(BIN / "lm_eval"), "run", "--include_path", str(REPOSITORY / "lm_eval_tasks"), "--tasks", "themisto_output_runtime",
         "--model", "local-chat-completions",
         "--model_args", CHAT_ARGS.format(model=chat_model, base=base),
         "--apply_chat_template", "--log_samples", "--output_path", str(out),
@@ -186,7 +186,7 @@ def test_every_request_stays_within_the_apis_four_stop_sequences(chat_model: Pat
 
 
 def test_the_task_readme_gives_the_commands_these_tests_run() -> None:
-    readme = (REPO / "lm_eval_tasks" / "themisto" / "README.md").read_text(encoding="utf-8")
+    readme = (REPOSITORY / "lm_eval_tasks" / "themisto" / "README.md").read_text(encoding="utf-8")
     documented = {"model": "MODEL", "base": "http://127.0.0.1:8000/v1"}
     assert f"--model local-chat-completions \\\n    --model_args {CHAT_ARGS.format(**documented)} \\\n" in readme
     assert "--apply_chat_template --log_samples" in readme

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from dataset_fixture import task_rows
 from lm_eval.utils import sanitize_model_name
+from repository import REPOSITORY
 
 from themisto.cli import main as themisto_main
 from themisto.evaluation.metrics import score_sample
@@ -27,7 +28,6 @@ from themisto.vocabulary import METRIC_NAMES
 
 pytestmark = pytest.mark.slow  # each test runs lm-eval end to end (the tiny model alone takes seconds)
 
-REPO = Path(__file__).resolve().parent.parent
 LIMIT = 3
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -48,7 +48,7 @@ def test_lm_eval_command_scores_a_tiny_gpt2_on_all_four_tasks(data_dir: Path, ti
     out = tmp_path / "out"
     command = [
         str(Path(sys.executable).parent / "lm_eval"), "run",
-        "--include_path", str(REPO / "lm_eval_tasks"), "--tasks", "themisto",
+        "--include_path", str(REPOSITORY / "lm_eval_tasks"), "--tasks", "themisto",
         "--model", "hf", "--model_args", f"pretrained={tiny_model},dtype=float32",
         "--device", "cpu", "--batch_size", "4", "--limit", str(LIMIT),
         # A random model never stops early; 16 tokens keep CPU generation to seconds.

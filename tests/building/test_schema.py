@@ -5,13 +5,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from repository import REPOSITORY
 from synthetic import synthetic_steps
 
 from themisto.building.card import field_list
@@ -28,8 +28,6 @@ from themisto.trajectory import (
     schema_of,
     step_from_dict,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # A value of the wrong type for each kind of field (an int is no bool, a bool is no int).
 WRONG = {str: 7, int: "7", float: "7.0", bool: 1, list: "[]", dict: "{}"}
@@ -125,7 +123,7 @@ def test_list_items_and_object_keys_are_checked_as_declared() -> None:
 
 
 def test_the_trajectories_features_are_those_of_the_committed_build() -> None:
-    committed = pq.read_schema(parquet_path(ROOT / "hf_dataset", "trajectories", "full"))
+    committed = pq.read_schema(parquet_path(REPOSITORY / "hf_dataset", "trajectories", "full"))
     derived = TRAJECTORY_FEATURES.arrow_schema
     assert committed.equals(derived) and committed.metadata[b"huggingface"] == derived.metadata[b"huggingface"]
     assert list(TRAJECTORY_FEATURES) == [field.column for field in STEP_SCHEMA]
@@ -141,7 +139,7 @@ def test_a_step_and_its_row_round_trip_through_the_derived_features() -> None:
 
 
 def test_the_card_lists_every_field_with_its_type_and_description() -> None:
-    card = (ROOT / "hf_dataset" / "README.md").read_text(encoding="utf-8")
+    card = (REPOSITORY / "hf_dataset" / "README.md").read_text(encoding="utf-8")
     card = card.split("`trajectories`, one row per recorded step:")[1]  # past the task configs' fields
     for field in STEP_SCHEMA + VARIABLE_SCHEMA:
         line = next(line for line in card.splitlines() if line.startswith(f"- `{field.column}` ("))

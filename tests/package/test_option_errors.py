@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from dataset_fixture import write_dataset
+from repository import REPOSITORY
 from synthetic import synthetic_steps, write_steps
 
 from themisto.building.parquet import build_dataset
@@ -24,7 +25,6 @@ from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability
 
-ROOT = Path(__file__).resolve().parent.parent
 # a Themisto flag (--max-output-chars); lm-eval's own, which advice may name, are underscored (--log_samples)
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*(?!\w)")
 
@@ -57,12 +57,12 @@ def _raised_strings(tree: ast.AST) -> list[tuple[int, str]]:
 
 def test_no_library_error_names_a_command_line_flag() -> None:
     offenders = []
-    for path in sorted((ROOT / "themisto").rglob("*.py")):
-        if "cli" in path.relative_to(ROOT / "themisto").parts or path.name == "launcher.py":
+    for path in sorted((REPOSITORY / "themisto").rglob("*.py")):
+        if "cli" in path.relative_to(REPOSITORY / "themisto").parts or path.name == "launcher.py":
             continue  # the CLI speaks in flags; the launcher is a command line of its own
         for line, text in _raised_strings(ast.parse(path.read_text(encoding="utf-8"))):
             if FLAG.search(text):
-                offenders.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
+                offenders.append(f"{path.relative_to(REPOSITORY)}:{line}: {text!r}")
     assert not offenders
 
 
@@ -221,9 +221,9 @@ def test_build_flags_keep_their_names_and_set_their_options() -> None:
 
 def test_the_card_and_the_protocol_name_build_options_by_their_flags() -> None:
     flags = set(BUILD_FLAGS)
-    card = set(FLAG.findall((ROOT / "themisto" / "building" / "card.py").read_text(encoding="utf-8")))
+    card = set(FLAG.findall((REPOSITORY / "themisto" / "building" / "card.py").read_text(encoding="utf-8")))
     assert card - {"--runs"} <= flags  # --runs: the card's advice to run `themisto stability`
-    protocol = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+    protocol = (REPOSITORY / "docs" / "protocol.md").read_text(encoding="utf-8")
     synopsis = protocol.split("## Build the dataset", 1)[1].split("```")[1]  # its usage block
     assert set(FLAG.findall(synopsis)) == flags | {"--license"}
 

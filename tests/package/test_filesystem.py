@@ -9,12 +9,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from repository import REPOSITORY
 
 from themisto.exceptions import OutputError
 from themisto.filesystem import partial_path, write_atomically
 from themisto.progress import ProgressCounter
-
-REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def test_an_atomic_write_replaces_the_file_with_exactly_the_data(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from repository import REPOSITORY
 
 from themisto.kernelside import landlock
 
-ROOT = Path(__file__).resolve().parents[1]
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI >= 6")
 
 
@@ -39,8 +39,8 @@ def confined(body: str, writable: list[str], **options: object) -> dict[str, obj
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=REPOSITORY,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
     )
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout.splitlines()[-1]))

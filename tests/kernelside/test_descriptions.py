@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from repository import REPOSITORY
 
 from themisto.building.history import Example
 from themisto.building.parquet import build_dataset
@@ -101,7 +102,7 @@ def test_both_prompts_of_a_pair_name_the_kernels_python_and_libraries(wide_build
 
 
 def test_the_committed_build_shows_every_column_and_dtype_of_the_frames_its_output_cells_read() -> None:
-    build = Path(__file__).resolve().parent.parent / "hf_dataset"
+    build = REPOSITORY / "hf_dataset"
     if not (build / "README.md").is_file():
         pytest.skip("no committed build yet: themisto build data/trajectories -o hf_dataset")
     from tools.corpus import block_stats as stats

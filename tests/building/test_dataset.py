@@ -9,6 +9,7 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from repository import REPOSITORY
 from synthetic import synthetic_steps, write_corpus, write_steps
 
 import themisto.building.parquet
@@ -23,7 +24,6 @@ from themisto.exceptions import InputError
 from themisto.trajectory import trajectory_files
 from themisto.vocabulary import CONFIG_NAMES, RESTART_MARKER, RUNTIME_SUFFIX, TASK_CONFIGS, TASKS
 
-ROOT = Path(__file__).resolve().parent.parent
 CONTEXT_BUDGET = 400
 RUNTIME_BUDGET = 600
 
@@ -254,7 +254,7 @@ def test_rebuilding_with_the_options_of_the_card_gives_identical_bytes(
 
 @pytest.mark.slow
 def test_the_committed_build_is_reproduced_from_the_committed_trajectories(tmp_path: Path) -> None:
-    committed, sources = ROOT / "hf_dataset", ROOT / "data" / "trajectories"
+    committed, sources = REPOSITORY / "hf_dataset", REPOSITORY / "data" / "trajectories"
     if not (committed / "README.md").is_file():
         pytest.skip("no committed build yet: themisto build data/trajectories -o hf_dataset")
     selection, render, license_id = read_build_options(committed)

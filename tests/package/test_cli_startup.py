@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
+
+from repository import REPOSITORY
 
 from themisto.cli import SUBCOMMANDS
 
-ROOT = Path(__file__).resolve().parent.parent
 HEAVY: tuple[str, ...] = (
     "numpy",
     "pandas",
@@ -48,7 +48,7 @@ def test_help_of_every_subcommand_imports_no_heavy_library() -> None:
         [sys.executable, "-c", PROBE, json.dumps(names), json.dumps(HEAVY)],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=REPOSITORY,
         check=True,
     )
     report = json.loads(result.stdout)

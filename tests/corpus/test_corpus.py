@@ -24,6 +24,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from repository import REPOSITORY
 
 from themisto.recording.sources.june import JUNE_COLUMNS
 from tools.corpus import corpus_stats, make_files
@@ -31,8 +32,7 @@ from tools.corpus.developer import Developer
 from tools.corpus.notebook import MAX_FIELD_CHARS, normalise_text, serialise_outputs
 from tools.corpus.sessions import SESSIONS
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "data"
+DATA = REPOSITORY / "data"
 LOGS = DATA / "logs"
 FILES = DATA / "files"
 # the log generator as a command; it runs from the repository root, where its package is
@@ -245,7 +245,7 @@ def test_no_machine_specific_paths_or_downloads() -> None:
     home = os.path.expanduser("~")
     for name in logs():
         text = (LOGS / name).read_text(encoding="utf-8")
-        for prefix in (sys.prefix, sys.base_prefix, str(ROOT)):
+        for prefix in (sys.prefix, sys.base_prefix, str(REPOSITORY)):
             assert prefix not in text, name
             assert prefix.replace(home, "~", 1) not in text, name
     for row in all_rows():
@@ -273,7 +273,7 @@ def test_regenerating_a_session_reproduces_the_committed_log(tmp_path: Path) -> 
     name = smallest_session()
     subprocess.run(
         [*GENERATOR, "--only", name, "--out", str(tmp_path)],
-        cwd=ROOT,
+        cwd=REPOSITORY,
         check=True,
         capture_output=True,
         timeout=300,
@@ -285,7 +285,7 @@ def test_regenerating_a_session_reproduces_the_committed_log(tmp_path: Path) -> 
 def test_generator_rejects_an_unknown_session(tmp_path: Path) -> None:
     done = subprocess.run(
         [*GENERATOR, "--only", "no_such_session", "--out", str(tmp_path)],
-        cwd=ROOT,
+        cwd=REPOSITORY,
         capture_output=True,
         text=True,
         timeout=60,

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from dataset_fixture import task_rows
+from repository import REPOSITORY
 from synthetic import write_corpus
 from tiny_model import make_tiny_model
 
@@ -43,7 +44,6 @@ from themisto.vocabulary import (
     task_of_config,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # the arm-dependent columns: a placebo row differs from its runtime row in these alone
 STATE_COLUMNS = ("runtime", "runtime_text", "prompt", "memory_bytes_before", "execution_time_before", "placebo_of")
@@ -212,7 +212,7 @@ def test_lm_eval_scores_bits_per_byte_of_the_tiny_gpt2_as_an_independent_computa
     out = tmp_path / "out"
     command = [
         str(Path(sys.executable).parent / "lm_eval"), "run",
-        "--include_path", str(REPO / "lm_eval_tasks"), "--tasks", BPB_GROUP,
+        "--include_path", str(REPOSITORY / "lm_eval_tasks"), "--tasks", BPB_GROUP,
         "--model", "hf", "--model_args", f"pretrained={model_dir},dtype=float32",
         "--device", "cpu", "--batch_size", "4", "--limit", "4",
         "--log_samples", "--output_path", str(out),

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from dataset_fixture import task_rows, write_dataset
+from repository import REPOSITORY
 
 from themisto import __version__
 from themisto.cli import main as themisto_main
@@ -27,8 +28,6 @@ from themisto.evaluation.metrics import score_sample
 from themisto.exceptions import InputError
 from themisto.vocabulary import DATA_ENV, LM_EVAL_GROUPS, LM_EVAL_TASKS, METRIC_NAMES, PLACEBO_TASKS
 from themisto.vocabulary import GROUP_TASKS as TASKS
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +163,8 @@ def test_data_location_prefers_the_argument_then_the_environment(
     assert data_location(str(data_dir)) == str(data_dir.resolve())
     monkeypatch.delenv(DATA_ENV)
     # In a checkout the bundled folders are at the repository root (a wheel: see the test below).
-    assert bundled_path("hf_dataset") == REPO / "hf_dataset"
-    assert tasks_path() == REPO / "lm_eval_tasks" / "themisto"
+    assert bundled_path("hf_dataset") == REPOSITORY / "hf_dataset"
+    assert tasks_path() == REPOSITORY / "lm_eval_tasks" / "themisto"
     assert data_location("some-org/themisto") == "some-org/themisto"  # a Hub id is passed on
 
 
@@ -206,14 +205,14 @@ def test_an_installed_wheel_finds_its_tasks_and_default_data(tmp_path: Path) -> 
     source = tmp_path / "src"
     source.mkdir()
     for name in ("setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in", "README.md"):
-        if (REPO / name).exists():
-            shutil.copy2(REPO / name, source / name)
+        if (REPOSITORY / name).exists():
+            shutil.copy2(REPOSITORY / name, source / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("themisto", "lm_eval_tasks"):
-        shutil.copytree(REPO / name, source / name, ignore=ignore)
+        shutil.copytree(REPOSITORY / name, source / name, ignore=ignore)
     # The committed default build once it exists; until then a fixture stands in for it.
-    if (REPO / "hf_dataset" / "README.md").is_file():
-        shutil.copytree(REPO / "hf_dataset", source / "hf_dataset", ignore=ignore)
+    if (REPOSITORY / "hf_dataset" / "README.md").is_file():
+        shutil.copytree(REPOSITORY / "hf_dataset", source / "hf_dataset", ignore=ignore)
     else:
         write_dataset(source / "hf_dataset")
     python = sys.executable

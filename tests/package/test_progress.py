@@ -20,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from repository import REPOSITORY
 from synthetic import write_corpus
 
 from themisto.building.parquet import build_dataset
@@ -30,8 +31,6 @@ from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability
 from themisto.trajectory import read_trajectory
-
-REPO = Path(__file__).resolve().parent.parent
 
 Calls = list[tuple[str, int, int]]
 
@@ -103,7 +102,7 @@ def run_on_terminal(*args: str) -> tuple[int, str]:
     # a terminal of 24 rows by 120 columns (a bare pseudo-terminal has width 0, where tqdm draws nothing)
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
     process = subprocess.Popen(
-        [sys.executable, "-m", "themisto", *args], stdout=subprocess.DEVNULL, stderr=secondary, cwd=REPO
+        [sys.executable, "-m", "themisto", *args], stdout=subprocess.DEVNULL, stderr=secondary, cwd=REPOSITORY
     )
     os.close(secondary)
     drawn = b""
@@ -124,13 +123,13 @@ def run_on_terminal(*args: str) -> tuple[int, str]:
 
 @pytest.mark.slow
 def test_bars_show_on_a_terminal_and_not_with_quiet_or_a_pipe(tmp_path: Path) -> None:
-    trajectories = str(REPO / "data" / "trajectories")
-    steps = sum(len(read_trajectory(path)) for path in (REPO / "data" / "trajectories").glob("*.jsonl"))
+    trajectories = str(REPOSITORY / "data" / "trajectories")
+    steps = sum(len(read_trajectory(path)) for path in (REPOSITORY / "data" / "trajectories").glob("*.jsonl"))
     code, drawn = run_on_terminal("build", trajectories, "-o", str(tmp_path / "a"))
     assert code == 0
     assert "select" in drawn and "write: 100%" in drawn and f"{steps}/{steps}" in drawn and "step/s" in drawn
     # select reads whole trajectories, and its bar says so
-    files = len(list((REPO / "data" / "trajectories").glob("*.jsonl")))
+    files = len(list((REPOSITORY / "data" / "trajectories").glob("*.jsonl")))
     # (the finished bar may be drawn more than once, its rate updated)
     selects = {part.strip() for part in re.split(r"[\r\n]", drawn) if part.startswith("select") and "100%" in part}
     assert selects and all(f"{files}/{files}" in s and "trajectory" in s and "step" not in s for s in selects)
@@ -138,7 +137,7 @@ def test_bars_show_on_a_terminal_and_not_with_quiet_or_a_pipe(tmp_path: Path) ->
     assert code == 0 and "write" not in drawn and "select" not in drawn
     piped = subprocess.run(
         [sys.executable, "-m", "themisto", "build", trajectories, "-o", str(tmp_path / "c")],
-        capture_output=True, text=True, cwd=REPO,
+        capture_output=True, text=True, cwd=REPOSITORY,
     )  # fmt: skip
     assert piped.returncode == 0 and piped.stderr == ""
 
@@ -187,7 +186,7 @@ def test_eval_outside_a_git_repository_prints_no_git_error_and_records_the_hash_
         git("commit", "-q", "--allow-empty", "-m", "start", cwd=tmp_path)
         expected = git("describe", "--always", cwd=tmp_path)
     run = tmp_path / "run"
-    data = str(REPO / "hf_dataset")
+    data = str(REPOSITORY / "hf_dataset")
     command = ["eval", "--model", "themisto-empty", "--tasks", "themisto_output", "--limit", "1", "-o", str(run)]
     assert main([*command, "--data", data]) == 0
     err = capfd.readouterr().err  # file-descriptor level: a child process writing to the terminal shows here
@@ -199,7 +198,7 @@ def test_eval_outside_a_git_repository_prints_no_git_error_and_records_the_hash_
 def test_eval_hides_lm_evals_unlabelled_request_bar_unless_verbose(tmp_path: Path) -> None:
     """lm-eval draws a bar without a label while it builds a task's requests; `themisto eval -v` keeps it."""
     command = ["eval", "--model", "themisto-empty", "--tasks", "themisto_output", "--limit", "3"]
-    command += ["--data", str(REPO / "hf_dataset")]
+    command += ["--data", str(REPOSITORY / "hf_dataset")]
     unlabelled = re.compile(r"(?:^|[\r\n])\s*100%\|[^\r\n]*\| 3/3 ")  # "100%|████| 3/3 [...]", no "label: " before
     code, quiet = run_on_terminal(*command, "-o", str(tmp_path / "quiet"))
     assert code == 0 and not unlabelled.search(quiet)

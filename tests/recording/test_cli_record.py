@@ -82,7 +82,7 @@ def test_records_notebooks_and_logs_into_valid_trajectories(
     _log(sources / "june.jsonl")
     monkeypatch.chdir(tmp_path)  # relative paths in cells must resolve against the source's folder
     assert main(["record", str(sources), "-o", str(tmp_path / "out"), "--timeout", "20"]) == 0
-    # each trajectory beside its provenance (tests/test_provenance.py reads them)
+    # each trajectory beside its provenance (tests/recording/test_provenance.py reads them)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "june-k1-sessi.jsonl",
         "june-k1-sessi.provenance.json",

@@ -30,6 +30,7 @@ import pytest
 from dataset_fixture import write_dataset
 from datasets.info import DatasetInfosDict
 from huggingface_hub import DatasetCard, DatasetCardData
+from repository import REPOSITORY
 
 from themisto.building.card import ARXIV_ID, CITATION, hub_licenses
 from themisto.building.card_reading import BUILD_OPTIONS_KEY, parquet_path, read_build_options
@@ -38,7 +39,6 @@ from themisto.building.tables import config_features, config_splits
 from themisto.cli import main
 from themisto.vocabulary import BASELINES, CONFIG_NAMES, LM_EVAL_TASKS
 
-REPO = Path(__file__).resolve().parent.parent
 TOKEN = "hf_TESTsecretTOKENvalue0123456789"  # a made-up token: the tests check it is never printed
 
 
@@ -109,7 +109,7 @@ def test_load_dataset_checks_the_split_sizes_the_card_states(copy: Path, tmp_pat
 def test_a_license_the_hub_does_not_know_is_one_line_and_nothing_is_built(
     license_id: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trajectories = REPO / "data" / "trajectories"
+    trajectories = REPOSITORY / "data" / "trajectories"
     out = tmp_path / "out"
     assert main(["build", str(trajectories), "-o", str(out), "--license", license_id]) == 2
     err = capsys.readouterr().err
@@ -122,7 +122,7 @@ def test_a_hub_license_with_yaml_syntax_is_written_as_data(tmp_path: Path, capsy
     # "openrail++" and "cc0-1.0" would break hand-written YAML flow; the card stays valid
     for license_id in ("openrail++", "cc0-1.0", "other"):
         out = tmp_path / license_id
-        assert main(["build", str(REPO / "data" / "trajectories"), "-o", str(out), "--license", license_id]) == 0
+        assert main(["build", str(REPOSITORY / "data" / "trajectories"), "-o", str(out), "--license", license_id]) == 0
         assert DatasetCard.load(out / "README.md").data.license == license_id
         assert read_build_options(out)[2] == license_id
 
@@ -139,10 +139,10 @@ def test_the_license_list_is_the_hubs_published_one_shipped_as_data() -> None:
 
 
 def test_the_card_says_what_its_sessions_are_and_how_to_evaluate(tmp_path: Path) -> None:
-    assert main(["build", str(REPO / "data" / "trajectories"), "-o", str(tmp_path / "bundled")]) == 0
+    assert main(["build", str(REPOSITORY / "data" / "trajectories"), "-o", str(tmp_path / "bundled")]) == 0
     text = DatasetCard.load(tmp_path / "bundled" / "README.md").text
     assert "simulated sessions, not logs of real people" in text and "data/make_logs.py" in text
-    trajectories = sorted((REPO / "data" / "trajectories").glob("*.jsonl"))
+    trajectories = sorted((REPOSITORY / "data" / "trajectories").glob("*.jsonl"))
     sessions = {
         json.loads(path.with_name(path.stem + ".provenance.json").read_text())["source"]["name"]
         for path in trajectories
@@ -157,7 +157,7 @@ def test_the_card_says_what_its_sessions_are_and_how_to_evaluate(tmp_path: Path)
 
 
 def test_the_paper_has_one_citation_form() -> None:
-    readme = (REPO / "lm_eval_tasks" / "themisto" / "README.md").read_text(encoding="utf-8")
+    readme = (REPOSITORY / "lm_eval_tasks" / "themisto" / "README.md").read_text(encoding="utf-8")
     assert f"```bibtex\n{CITATION}\n```" in readme
 
 
@@ -341,7 +341,7 @@ def run_publish(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[
     """The real ``themisto publish`` in a fresh interpreter (huggingface_hub reads HF_ENDPOINT at import)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")} | env
     command = [sys.executable, "-m", "themisto", "publish", *args]
-    return subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    return subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=120, cwd=REPOSITORY)
 
 
 @pytest.mark.slow

@@ -21,18 +21,18 @@ from typing import Any
 import pytest
 import yaml
 from dataset_fixture import task_rows
+from repository import REPOSITORY
 
 from themisto.cli import main as themisto_main
 from themisto.evaluation.data import tasks_path
 from themisto.vocabulary import BPB_TASKS, DATA_ENV, HUB_DATASET_ID, LM_EVAL_GROUPS, LM_EVAL_TASKS, METRIC_NAMES
 
-TESTS = Path(__file__).resolve().parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 def run_checks(folder: Path, env: dict[str, str], *flags: str) -> dict[str, Any]:
     """Run tests/task_folder_check.py on ``folder`` in a fresh interpreter; its JSON report."""
-    command = [sys.executable, str(TESTS / "task_folder_check.py"), str(folder), *flags]
+    command = [sys.executable, str(REPOSITORY / "tests" / "task_folder_check.py"), str(folder), *flags]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=folder.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
