@@ -58,9 +58,8 @@ from themisto.recording.environment import (
     supervised_kernel_manager,
     undumpable,
 )
-from themisto.recording.options import RESUME_DIVERGED, RecordOptions
+from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import OutputCollector, cap_text, render_outputs, scrub
-from themisto.recording.sources import compile_skip_pattern
 from themisto.trajectory import RECORDING_STOPPED_ERROR, Step, Variable, record_from_dict, state_hash, variable_json
 
 log = logging.getLogger(__name__)
@@ -82,14 +81,13 @@ MAX_SIZE_METHOD_CHARS = 64
 
 
 def check_options(options: RecordOptions) -> None:
-    """Raise :class:`InputError` for a missing working directory or kernel, before any kernel starts."""
+    """Raise :class:`InputError` for what the options need of this machine and it lacks, before any kernel starts.
+
+    A working directory, the kernel, the sandbox: the values themselves were checked when the options were
+    made (:class:`RecordOptions` declares its checks).
+    """
     if options.workdir is not None and not Path(options.workdir).is_dir():
         raise InputError(f"working directory {options.workdir} does not exist")
-    if options.resume_diverged not in RESUME_DIVERGED:
-        raise InputError(f"resume_diverged must be one of {', '.join(RESUME_DIVERGED)}")
-    if options.max_variables < 1:
-        raise InputError("max_variables must be at least 1")
-    compile_skip_pattern(options.skip_pattern)
     check_kernel(options.kernel_name)
     check_sandbox(options.sandbox)
 
