@@ -8,23 +8,29 @@ message, and :func:`add_declared_arguments` generates the argparse flags from
 the same declarations (nbclient's traitlets are the model: declared once
 with default, help and config). A message names an option by its keyword
 (``{max_variables}``); the CLI spells it as the flag that sets it, because
-every generated flag's destination is that keyword.
+every generated flag's destination is that keyword. Reusable checks
+(:func:`at_least`, :func:`positive`, :func:`within`,
+:func:`regular_expression`) and parsers (:func:`parse_size`) sit here too.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from themisto.exceptions import OptionError
+from themisto.exceptions import InputError, OptionError
 
 # What is wrong with a value, as the end of a sentence that starts with the option ("must be at least 1"),
 # or None when nothing is.
 Check = Callable[[Any], str | None]
 _KEY = "themisto.option"
+# A size: a number and a unit. K, M, G, T alone (any case) and KiB ... TiB are powers of 1024, as in ulimit
+# and docker; kB, MB, GB, TB (SI) powers of 1000. KB, mb, gb ... have both readings and are refused.
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:(?P<binary>[KMGTkmgt]|[KMGT](?=iB))(?:iB)?|(?P<decimal>[kMGT])B|B)?")
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,9 @@ class Declared:
     flag: str | None = None  # the command-line flag; None: --<name with dashes>, --no-<...> for a True default
     metavar: str | None = None
     choices: tuple[str, ...] | None = None  # the values allowed (checked in Python as at the command line)
-    parse: Callable[[str], Any] | None = None  # command-line text to value; None: the default's type
+    # command-line text to value; None: the default's type. Text it refuses with ValueError is argparse's usage
+    # error; with InputError (which can explain, as parse_size does), an OptionError naming the option.
+    parse: Callable[[str], Any] | None = None
     check: Check | None = None  # beyond choices; None values (unset) are never checked
     default_text: str | None = None  # how help shows the default; None: the default itself; "": not shown
     repeatable: bool = False  # the flag may be given several times, each adding one value to a tuple
@@ -64,7 +72,7 @@ def check_declared(instance: object) -> None:
         else:
             problem = None if declared.check is None else declared.check(value)
         if problem is not None:
-            raise OptionError("{" + field.name + "} " + problem.replace("{", "{{").replace("}", "}}"))
+            raise _refusal(field.name, problem)
 
 
 def at_least(least: float) -> Check:
@@ -80,6 +88,28 @@ def positive(value: float) -> str | None:
 def within(low: float, high: float) -> Check:
     """A check that a number lies in (low, high]."""
     return lambda value: None if low < value <= high else f"must be in ({low:g}, {high:g}], got {value:g}"
+
+
+def regular_expression(value: str) -> str | None:
+    """A check that text compiles as a regular expression."""
+    try:
+        re.compile(value)
+    except re.error as exc:
+        return f"must be a regular expression, got {value!r} ({exc})"
+    return None
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size: ``512M``, ``2G``, ``1.5GiB`` (powers of 1024), ``500MB``, ``2GB`` (powers of 1000), ``1000000``."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise InputError(
+            f"{text!r} is not a size such as 512M, 2GiB (powers of 1024) or 500MB (powers of 1000);"
+            " KB, mb, gb and the like have two readings"
+        )
+    unit, base = (match["binary"], 1024) if match["binary"] else (match["decimal"], 1000)
+    factor = base ** (" KMGT".index(unit.upper())) if unit else 1
+    return int(float(match[1]) * factor)
 
 
 def flag_of(field: dataclasses.Field[Any], declared: Declared) -> str:
@@ -115,18 +145,48 @@ def add_declared_arguments(
             continue
         kind: dict[str, Any] = {"metavar": declared.metavar, "choices": declared.choices}
         if declared.choices is None:
-            kind["type"] = declared.parse or _text_type(field.default)
+            kind["type"] = _argument_type(declared.parse or _text_type(field.default))
         parser.add_argument(flag, action="append" if declared.repeatable else "store", **kind, **common)
 
 
 def declared_values(args: argparse.Namespace, cls: type, names: Collection[str] | None = None) -> dict[str, Any]:
-    """The declared options of ``cls`` the user gave on the command line (repeatable ones as tuples)."""
+    """The declared options of ``cls`` the user gave on the command line (repeatable ones as tuples).
+
+    Raises :class:`OptionError` naming the first option whose text its parser refused with an explanation.
+    """
     values = {}
     for field, declared in declarations(cls):
         if (names is None or field.name in names) and getattr(args, field.name, None) is not None:
             value = getattr(args, field.name)
+            for each in value if declared.repeatable else (value,):
+                if isinstance(each, _Refused):
+                    raise _refusal(field.name, str(each.error))
             values[field.name] = tuple(dict.fromkeys(value)) if declared.repeatable else value
     return values
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """Command-line text a declared parser refused with an explanation, kept until :func:`declared_values` raises it.
+
+    argparse would let the InputError escape its parse as a traceback; raised from the command's own run
+    instead, it is one line naming the flag, as a check's refusal is.
+    """
+
+    error: InputError
+
+
+def _argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` as an argparse type: an InputError it raises becomes a :class:`_Refused` value."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except InputError as exc:
+            return _Refused(exc)
+
+    convert.__name__ = getattr(parse, "__name__", "value")  # argparse names the type in its errors: "invalid int value"
+    return convert
 
 
 def _default_text(field: dataclasses.Field[Any], declared: Declared) -> str:
@@ -141,3 +201,8 @@ def _default_text(field: dataclasses.Field[Any], declared: Declared) -> str:
 def _text_type(default: object) -> Callable[[str], Any]:
     """How command-line text becomes a value of the default's type (text for an unset default)."""
     return type(default) if isinstance(default, int | float) else str
+
+
+def _refusal(name: str, problem: str) -> OptionError:
+    """The error saying what is wrong with option ``name``: the option, spelled per caller, then ``problem`` verbatim."""
+    return OptionError("{" + name + "} " + problem.replace("{", "{{").replace("}", "}}"))

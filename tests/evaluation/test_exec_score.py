@@ -282,7 +282,10 @@ def test_cli_scores_a_real_lm_eval_run_with_trajectories_from_the_build(
         (["exec-score", "{empty}"], "no next-cell sample logs"),
         (["exec-score", "{run}", "--trajectories", "{other}"], "trajectory shop of the samples is not in"),
         (["exec-score", "{run}", "--trajectories", "{recorded}", "--shard", "2/2"], "shard 2/2"),
-        (["exec-score", "{run}", "--trajectories", "{recorded}", "--timeout", "0"], "--timeout must be positive"),
+        (
+            ["exec-score", "{run}", "--trajectories", "{recorded}", "--timeout", "0"],
+            "--timeout must be positive, got 0",
+        ),
         (["exec-score", "{run}", "--trajectories", "{recorded}", "--jobs", "0"], "--jobs must be at least 1"),
         (["exec-score", "{run}", "--data", "{cardonly}"], "names no file for config 'trajectories'"),
     ],

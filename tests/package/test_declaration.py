@@ -16,7 +16,9 @@ from themisto.declaration import (
     declarations,
     declared_values,
     option,
+    parse_size,
     positive,
+    regular_expression,
     within,
 )
 from themisto.exceptions import OptionError
@@ -35,6 +37,8 @@ class Knobs:
     tidy: bool = option(True, "clean after")
     names: tuple[str, ...] = option((), "extra names", flag="--name", repeatable=True, metavar="NAME")
     label: str | None = option(None, "a label", default_text="the folder's name")
+    size: int | None = option(None, "how big", metavar="SIZE", parse=parse_size, check=at_least(1))
+    pattern: str = option("", "cells to skip", check=regular_expression)
     plain: int = 7  # undeclared: neither checked nor a flag
 
     def __post_init__(self) -> None:
@@ -97,3 +101,22 @@ def test_a_bad_value_at_the_command_line_reads_with_the_flag() -> None:
 def test_declarations_skip_plain_fields() -> None:
     assert [field.name for field, _ in declarations(Knobs)][:3] == ["count", "rate", "wait"]
     assert "plain" not in {field.name for field, _ in declarations(Knobs)}
+
+
+def test_a_parser_that_explains_its_refusal_is_one_line_naming_the_flag_and_argparse_keeps_its_own() -> None:
+    parser = _parser()
+    assert declared_values(parser.parse_args(["--size", "2GiB"]), Knobs) == {"size": 2 * 2**30}
+    args = parser.parse_args(["--size", "2gb"])  # two readings: refused when the values are read, not by argparse
+    with pytest.raises(OptionError) as caught:
+        declared_values(args, Knobs)
+    assert error_line(caught.value, option_flags(parser)).startswith("--size '2gb' is not a size such as 512M")
+    with pytest.raises(OptionError, match="^size must be at least 1, got 0$"):
+        Knobs(**declared_values(parser.parse_args(["--size", "0"]), Knobs))
+    with pytest.raises(argparse.ArgumentError, match="invalid int value: 'many'"):
+        parser.parse_args(["--count", "many"])  # text of the wrong type stays argparse's usage error
+
+
+def test_a_pattern_must_compile() -> None:
+    with pytest.raises(OptionError, match=r"^pattern must be a regular expression, got 'a\(' \(missing \),"):
+        Knobs(pattern="a(")
+    assert Knobs(pattern=r"a\(").pattern == r"a\("

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
+import dataclasses
 import importlib.util
 import re
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -17,14 +20,30 @@ from themisto.building.parquet import build_dataset
 from themisto.building.prompts import PROMPT_REPR_TRUNCATION_MARK, RenderOptions
 from themisto.building.selection import SelectionOptions, select
 from themisto.cli import build_parser, main
-from themisto.cli.options import error_line, parse_size
-from themisto.declaration import declared_values
+from themisto.cli.options import error_line
+from themisto.declaration import declarations, declared_values, flag_of, parse_size
 from themisto.evaluation.data import data_location
 from themisto.exceptions import InputError, OptionError, ReplayDivergedError, ThemistoError, keyword_spelling
-from themisto.recording.options import RecordOptions
+from themisto.recording.options import ENVIRONMENT, RECORDED, RUN_CONTROL, TRUST, RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability
 
+# The flags of the commands that start kernels: a contract with every script that calls them.
+COMMAND_FLAGS = {
+    "record": "-h --help -o --output --timeout --workdir --kernel --max-memory --max-cpu-seconds --isolate-home"
+    " --no-sandbox --allow-network --pass-env --resume --overwrite --resume-diverged --max-repr-chars --repr-timeout"
+    " --max-output-chars --max-raw-output-chars --max-variables --skip-pattern --order --jobs --shard -q --quiet",
+    "stability": "-h --help --runs -o --output --timeout --workdir --kernel --max-memory --max-cpu-seconds"
+    " --isolate-home --no-sandbox --allow-network --pass-env --max-output-chars -q --quiet",
+    "exec-score": "-h --help --data --trajectories -o --output --timeout --workdir --kernel --max-memory"
+    " --max-cpu-seconds --isolate-home --no-sandbox --allow-network --pass-env --jobs --shard -q --quiet",
+}
+# The record options each of those commands sets.
+COMMAND_OPTIONS = {
+    "record": (*RECORDED, *TRUST, *RUN_CONTROL),
+    "stability": (*ENVIRONMENT, "max_output_chars"),
+    "exec-score": ENVIRONMENT,
+}
 # a Themisto flag (--max-output-chars); lm-eval's own, which advice may name, are underscored (--log_samples)
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*(?!\w)")
 
@@ -277,3 +296,78 @@ def test_a_switch_turned_off_is_spelled_as_its_no_flag_on_the_command_line() -> 
     assert str(error) == "run with sandbox=False or timeout=5"
     flags = {"sandbox": "--no-sandbox", "timeout": "--timeout"}
     assert error_line(error, flags) == "run with --no-sandbox or --timeout 5"
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Each subcommand's parser, as ``themisto`` builds it."""
+    [subparsers] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(subparsers.choices)
+
+
+def test_every_record_option_is_declared_and_a_flag_of_each_command_that_sets_it() -> None:
+    assert [f.name for f, _ in declarations(RecordOptions)] == [f.name for f in dataclasses.fields(RecordOptions)]
+    parsers = _subcommands()
+    for command, names in COMMAND_OPTIONS.items():
+        actions = {action.dest: action for action in parsers[command]._actions}
+        flags = {flag for action in parsers[command]._actions for flag in action.option_strings}
+        assert flags == set(COMMAND_FLAGS[command].split()), command
+        for field, declared in declarations(RecordOptions):
+            if field.name not in names:
+                assert field.name not in actions, (command, field.name)
+                continue
+            action = actions[field.name]
+            assert action.option_strings == [flag_of(field, declared)] and action.default is None, field.name
+            assert action.help is not None
+            text = " ".join(action.help.split())
+            if declared.default_text == "":
+                assert "(default" in text, (command, field.name, text)  # the command says what unset means to it
+            elif declared.default_text is not None:
+                assert f"(default {declared.default_text})" in text, (command, field.name, text)
+            elif not isinstance(field.default, bool) and field.default != ():  # a switch or a list shows none
+                shown = f"{field.default:g}" if isinstance(field.default, float) else str(field.default)
+                assert f"(default {shown})" in text, (command, field.name, text)
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value", "flag"),
+    [
+        ("timeout", 0, "--timeout"),
+        ("repr_timeout", -1.0, "--repr-timeout"),
+        ("max_repr_chars", 0, "--max-repr-chars"),
+        ("max_output_chars", 0, "--max-output-chars"),
+        ("max_raw_output_chars", 0, "--max-raw-output-chars"),
+        ("max_memory", 0, "--max-memory"),
+        ("max_cpu_seconds", 0, "--max-cpu-seconds"),
+        ("max_variables", 0, "--max-variables"),
+        ("resume_diverged", "go on", "--resume-diverged"),
+        ("skip_pattern", "check_logging(", "--skip-pattern"),
+        ("notebook_order", "random", "--order"),
+    ],
+)
+def test_a_bad_record_option_names_its_keyword_in_python_and_its_flag_at_the_command_line(
+    keyword: str, value: Any, flag: str
+) -> None:
+    with pytest.raises(OptionError) as caught:
+        RecordOptions(**{keyword: value})
+    assert str(caught.value).startswith(f"{keyword} must be ")
+    assert error_line(caught.value, _subcommands()["record"].get_default("option_flags")).startswith(f"{flag} must be ")
+    with pytest.raises(OptionError):
+        dataclasses.replace(RecordOptions(), **{keyword: value})  # a copy with a bad value is refused too
+
+
+def test_the_documents_name_only_flags_their_commands_have() -> None:
+    parsers = _subcommands()
+    flags = {name: {flag for a in parser._actions for flag in a.option_strings} for name, parser in parsers.items()}
+    # a command line in a document: ``themisto CMD ...`` up to the end of its code span, line or subshell
+    call = re.compile(r"\bthemisto (" + "|".join(map(re.escape, flags)) + r")\b([^`\n)]*)")
+    wrong, checked = [], 0
+    for path in [REPOSITORY / "README.md", REPOSITORY / "SECURITY.md", *sorted((REPOSITORY / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8").replace("\\\n", " ")  # a shell line continued
+        # the notes on what changed for users name flags that are gone, on purpose
+        text = text.split("## Changed for users")[0]
+        for match in call.finditer(text):
+            given = FLAG.findall(match[2])
+            checked += len(given)
+            wrong += [f"{path.name}: {match[0]}" for flag in given if flag not in flags[match[1]]]
+    assert not wrong
+    assert checked > 50  # the documents' command lines were found and read

@@ -194,18 +194,34 @@ def test_resume_refuses_a_trajectory_from_other_code(tmp_path: Path, capsys: pyt
         (lambda d: _write(d / "log.csv", "time,event\n1,execute\n"), [], "missing column(s) kernel_id"),
         (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--kernel", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
         (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--workdir", "/no/such/dir"], "working directory"),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--timeout", "0"], "--timeout must be positive"),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--repr-timeout", "-1"], "--repr-timeout must be positive"),
+        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--timeout", "0"], "--timeout must be positive, got 0"),
+        (
+            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            ["--repr-timeout", "-1"],
+            "--repr-timeout must be positive, got -1",
+        ),
         (
             lambda d: _notebook(d / "nb.ipynb", ["1"]),
             ["--max-output-chars", "0"],
-            "--max-output-chars must be at least 1",
+            "--max-output-chars must be at least 1, got 0",
         ),
         (
             lambda d: _notebook(d / "nb.ipynb", ["1"]),
             ["--max-cpu-seconds", "0"],
-            "--max-cpu-seconds must be at least 1",
+            "--max-cpu-seconds must be at least 1, got 0",
         ),
+        (
+            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            ["--max-variables", "0"],
+            "--max-variables must be at least 1, got 0",
+        ),
+        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--max-memory", "0"], "--max-memory must be at least 1, got 0"),
+        (
+            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            ["--skip-pattern", "check_logging("],
+            "--skip-pattern must be a regular expression, got 'check_logging(' (missing ),",
+        ),
+        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--jobs", "0"], "--jobs must be at least 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -6,6 +6,7 @@ import hashlib
 import importlib.metadata
 import json
 import platform
+import re
 import shutil
 from pathlib import Path
 
@@ -244,12 +245,18 @@ def test_a_broken_provenance_file_is_a_one_line_error(
     assert error.count("\n") == 1 and "nb.provenance.json: not a Themisto provenance file" in error
 
 
-def test_an_option_of_the_wrong_type_is_refused(recorded: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("40", "option max_output_chars is '40'"), (0, "max_output_chars must be at least 1, got 0")],
+)
+def test_an_option_of_the_wrong_type_or_out_of_range_is_refused(
+    recorded: Path, tmp_path: Path, value: object, message: str
+) -> None:
     root = copy_of(recorded, tmp_path)
     data = json.loads(sidecar(root / "out" / "nb.jsonl").read_text(encoding="utf-8"))
-    data["options"]["max_output_chars"] = "40"
+    data["options"]["max_output_chars"] = value
     sidecar(root / "out" / "nb.jsonl").write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(InputError, match="option max_output_chars is '40'"):
+    with pytest.raises(InputError, match=f"nb.provenance.json: not a Themisto provenance file .*{re.escape(message)}"):
         read_provenance(root / "out" / "nb.jsonl")
 
 

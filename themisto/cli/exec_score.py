@@ -12,7 +12,6 @@ from themisto.cli.options import (
     add_data_argument,
     add_kernel_arguments,
     add_quiet_argument,
-    check_ranges,
     parse_shard,
     record_options,
 )
@@ -86,14 +85,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the options, score, print one summary line per trajectory and a table per model and task.
+    """Score with the options given, print one summary line per trajectory and a table per model and task.
 
     Trajectories that failed are named after the table, one line each, and make the exit status 2 (what they
     scored before the failure is in the files).
     """
     from themisto.evaluation.exec import exec_score
 
-    check_ranges(args, positive=("timeout",), at_least_one=("max_cpu_seconds", "jobs"))
     options, chosen = record_options(args, ENVIRONMENT)
     with ProgressBars(args.quiet) as bars:
 

@@ -1,4 +1,4 @@
-"""Option helpers shared by the subcommands: kernel options, data, progress, sizes, shards, range checks, errors.
+"""Option helpers shared by the subcommands: kernel options, data, progress, shards, errors.
 
 Every flag's destination is the keyword name of the library option it sets
 (``--kernel`` sets ``kernel_name``), so a library :class:`OptionError` that
@@ -10,121 +10,41 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from themisto.declaration import add_declared_arguments, declared_values
 from themisto.exceptions import CallerSpelledError, InputError, one_line
-from themisto.recording.options import RecordOptions
+from themisto.recording.options import ENVIRONMENT, RecordOptions
 from themisto.vocabulary import DATA_ENV
 
 if TYPE_CHECKING:
     from themisto.evaluation.data import DataLocation
 
-# A size: a number and a unit. K, M, G, T alone (any case) and KiB ... TiB are powers of 1024, as in ulimit
-# and docker; kB, MB, GB, TB (SI) powers of 1000. KB, mb, gb ... have both readings and are refused.
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:(?P<binary>[KMGTkmgt]|[KMGT](?=iB))(?:iB)?|(?P<decimal>[kMGT])B|B)?")
-_DEFAULTS = RecordOptions()
-
 
 def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> None:
-    """How cells are run, shared by record and stability: timeout, working directory, kernel, resource limits, home.
+    """The flags of the environment options, shared by the commands that start kernels, from their declarations.
 
-    Their parsed value is None unless given, so :func:`record_options` knows which the user chose; the
-    defaults come from :class:`RecordOptions`.
+    ``workdir_help`` says what ``--workdir`` is to this command, and what it is when not given.
     """
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help=f"interrupt a cell after this long and record a timeout step (default {_DEFAULTS.timeout:g})",
-    )
-    parser.add_argument("--workdir", type=Path, metavar="DIR", help=workdir_help)
-    parser.add_argument(
-        "--kernel",
-        dest="kernel_name",
-        metavar="NAME",
-        help=f"Jupyter kernel to run the cells in (default {_DEFAULTS.kernel_name})",
-    )
-    parser.add_argument(
-        "--max-memory",
-        metavar="SIZE",
-        help="limit the kernel's private memory to SIZE (512M, 2G or 2GiB: powers of 1024; 500MB, 2GB: powers of"
-        " 1000): an allocation past it"
-        " raises MemoryError in the cell, or kills the kernel, which is recorded and restarted (default: no limit)",
-    )
-    parser.add_argument(
-        "--max-cpu-seconds",
-        type=int,
-        metavar="S",
-        help="CPU seconds a kernel may use from its start (a restart starts afresh); past them it is killed,"
-        " recorded as a dead-kernel step and restarted (default: no limit)",
-    )
-    parser.add_argument(
-        "--isolate-home",
-        action="store_true",
-        default=None,  # None unless given, as the other kernel options
-        help="give each kernel a temporary empty HOME, so files found through it (~/.netrc, the Hugging Face"
-        " token) are not where the notebook looks; see SECURITY.md",
-    )
-    parser.add_argument(
-        "--no-sandbox",
-        dest="sandbox",
-        action="store_const",
-        const=False,
-        default=None,
-        help="run the kernels unconfined: without the Landlock sandbox that lets a kernel write only beneath its"
-        " working directory and private folders, use no TCP, and signal or trace no process outside; for a"
-        " system without Landlock (see SECURITY.md)",
-    )
-    parser.add_argument(
-        "--allow-network",
-        action="store_true",
-        default=None,
-        help="let the sandboxed kernels connect and bind TCP sockets (default: denied)",
-    )
-    parser.add_argument(
-        "--pass-env",
-        action="append",
-        metavar="NAME",
-        help="pass environment variable NAME to the kernels (repeatable); they get only an allowlist"
-        " (PATH, HOME, LANG, LC_*, TZ, TERM, the hash seed, thread counts, MPLBACKEND, JUPYTER_*, ...)",
-    )
+    add_declared_arguments(parser, RecordOptions, ENVIRONMENT, {"workdir": workdir_help})
     # this command starts kernels: it runs without credentials in its environment (see themisto.cli.main)
     parser.set_defaults(starts_kernels=True)
 
 
 def record_options(
-    args: argparse.Namespace, names: Iterable[str], **run_control: Any
+    args: argparse.Namespace, names: Collection[str], **run_control: Any
 ) -> tuple[RecordOptions, frozenset[str]]:
-    """The :class:`RecordOptions` of the options ``names`` the user gave (defaults for the others), and which were given."""
-    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    if "max_memory" in given:
-        given["max_memory"] = parse_size(given["max_memory"])
-    if "pass_env" in given:
-        given["pass_env"] = tuple(dict.fromkeys(given["pass_env"]))
-        unset = [name for name in given["pass_env"] if name not in os.environ]
-        if unset:
-            raise InputError(f"--pass-env {unset[0]}: no such variable in this environment")
+    """The :class:`RecordOptions` of the options ``names`` the user gave (defaults for the others), and which were given.
+
+    A variable ``--pass-env`` names must be in this environment: it is this process's to pass on.
+    """
+    given = declared_values(args, RecordOptions, names)
+    unset = [name for name in given.get("pass_env", ()) if name not in os.environ]
+    if unset:
+        raise InputError(f"--pass-env {unset[0]}: no such variable in this environment")
     return RecordOptions(**given, **run_control), frozenset(given)
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a size: ``512M``, ``2G``, ``1.5GiB`` (powers of 1024), ``500MB``, ``2GB`` (powers of 1000), ``1000000``."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None:
-        raise InputError(
-            f"--max-memory {text!r} is not a size such as 512M, 2GiB (powers of 1024) or 500MB (powers of 1000);"
-            " KB, mb, gb and the like have two readings"
-        )
-    unit, base = (match["binary"], 1024) if match["binary"] else (match["decimal"], 1000)
-    factor = base ** (" KMGT".index(unit.upper())) if unit else 1
-    size = int(float(match[1]) * factor)
-    if size < 1:
-        raise InputError("--max-memory must be at least 1 byte")
-    return size
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -133,16 +53,6 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not (slash and index.strip().isdigit() and count.strip().isdigit()):
         raise InputError(f"--shard {text!r} is not I/N with whole numbers, e.g. 0/4")
     return int(index), int(count)
-
-
-def check_ranges(args: argparse.Namespace, positive: Iterable[str] = (), at_least_one: Iterable[str] = ()) -> None:
-    """Raise :class:`InputError` naming the flag of the first option out of range; unset (None) options pass."""
-    for name in positive:
-        if getattr(args, name) is not None and getattr(args, name) <= 0:
-            raise InputError(f"--{name.replace('_', '-')} must be positive")
-    for name in at_least_one:
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
 
 
 def option_flags(parser: argparse.ArgumentParser) -> dict[str, str]:

@@ -9,14 +9,15 @@ from themisto.cli.options import (
     ProgressBars,
     add_kernel_arguments,
     add_quiet_argument,
-    check_ranges,
     error_line,
     parse_shard,
     record_options,
 )
-from themisto.recording.options import RECORDED, RESUME_DIVERGED, TRUST, RecordOptions
+from themisto.declaration import add_declared_arguments, declared_values
+from themisto.recording.options import ENVIRONMENT, RECORDED, RUN_CONTROL, TRUST, RecordOptions
 
-_DEFAULTS = RecordOptions()
+# What the options recorded beyond the environment decide: how much of each step is kept, which cells run.
+_STEP_OPTIONS = tuple(name for name in RECORDED if name not in ENVIRONMENT)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,51 +40,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_kernel_arguments(
         parser, "kernel working directory (default: the folder of each source, so relative data paths work)"
     )
-    existing = parser.add_mutually_exclusive_group()
-    existing.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue existing trajectories after their last complete step, replaying earlier code, with the"
-        " options they were recorded with (an option given here must agree with them)",
-    )
-    existing.add_argument("--overwrite", action="store_true", help="replace existing trajectories")
-    parser.add_argument(
-        "--resume-diverged",
-        choices=RESUME_DIVERGED,
-        default=_DEFAULTS.resume_diverged,
-        help="when a resume's replay does not reproduce a recorded step's output or state: stop with an error"
-        " naming the step, or continue and mark every new step with resume_diverged_at (default %(default)s)",
-    )
-    parser.add_argument(
-        "--max-repr-chars",
-        type=int,
-        metavar="N",
-        help=f"cut each variable's recorded repr to N characters (default {_DEFAULTS.max_repr_chars})",
-    )
-    parser.add_argument(
-        "--repr-timeout",
-        type=float,
-        metavar="SECONDS",
-        help=f"time limit for one variable's repr/len/size in the snapshot (default {_DEFAULTS.repr_timeout:g})",
-    )
-    parser.add_argument(
-        "--max-variables",
-        type=int,
-        metavar="N",
-        help=f"describe at most N variables per snapshot, by name; the rest are counted (default {_DEFAULTS.max_variables})",
-    )
-    parser.add_argument(
-        "--max-output-chars",
-        type=int,
-        metavar="N",
-        help=f"cut a step's plain-text output to N characters (default {_DEFAULTS.max_output_chars})",
-    )
-    parser.add_argument(
-        "--max-raw-output-chars",
-        type=int,
-        metavar="N",
-        help=f"budget for a step's raw nbformat outputs (default {_DEFAULTS.max_raw_output_chars})",
-    )
+    add_declared_arguments(parser.add_mutually_exclusive_group(), RecordOptions, ("resume", "overwrite"))
+    add_declared_arguments(parser, RecordOptions, ("resume_diverged",))
+    add_declared_arguments(parser, RecordOptions, _STEP_OPTIONS)
     parser.add_argument(
         "--jobs",
         type=int,
@@ -93,20 +52,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "record N trajectories at once, each in its own kernel and file (default 1); with any N a"
             " trajectory that fails is reported and the others still finish, then the exit status is 2"
         ),
-    )
-    parser.add_argument(
-        "--skip-pattern",
-        metavar="REGEX",
-        help="do not run cells whose code matches REGEX (default: JuNE's logging-plugin cell, so a replay never"
-        f" calls the log's server: {_DEFAULTS.skip_pattern!r}); '' runs every cell",
-    )
-    parser.add_argument(
-        "--order",
-        dest="notebook_order",
-        choices=("execution", "file"),
-        help="the order a notebook's code cells run in: 'execution' = by their execution counts when these are"
-        " positive integers (uncounted cells after the counted ones, in file order; a repeated count is a kernel"
-        " restart), else top to bottom; 'file' = top to bottom (default execution; JuNE logs keep their own order)",
     )
     parser.add_argument(
         "--shard",
@@ -123,25 +68,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the options, then record every source, reporting each trajectory on stderr."""
+    """Record every source with the options given, reporting each trajectory on stderr."""
     from themisto.recording.record import record_source
 
-    check_ranges(
-        args,
-        positive=("timeout", "repr_timeout"),
-        at_least_one=(
-            "max_repr_chars",
-            "max_output_chars",
-            "max_raw_output_chars",
-            "max_cpu_seconds",
-            "max_variables",
-            "jobs",
-        ),
-    )
     shard = None if args.shard is None else parse_shard(args.shard)
-    options, chosen = record_options(
-        args, (*RECORDED, *TRUST), resume=args.resume, overwrite=args.overwrite, resume_diverged=args.resume_diverged
-    )
+    options, chosen = record_options(args, (*RECORDED, *TRUST), **declared_values(args, RecordOptions, RUN_CONTROL))
 
     with ProgressBars(args.quiet) as bars:
 

@@ -6,11 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from themisto.cli.options import ProgressBars, add_kernel_arguments, add_quiet_argument, check_ranges, record_options
+from themisto.cli.options import ProgressBars, add_kernel_arguments, add_quiet_argument, record_options
+from themisto.declaration import add_declared_arguments
 from themisto.recording.options import ENVIRONMENT, RecordOptions
 from themisto.vocabulary import INSTABILITY_CAUSES
-
-_DEFAULTS = RecordOptions()
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,15 +52,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser,
         "kernel working directory (default: the one each trajectory was recorded in, else the current one)",
     )
-    parser.add_argument(
-        "--max-output-chars",
-        type=int,
-        metavar="N",
-        help=(
-            "cut each re-executed output to N characters; only for trajectories without provenance, as the"
-            f" recorded cap must be kept (default: the recorded cap, else {_DEFAULTS.max_output_chars})"
-        ),
+    # a replay keeps the recorded cap (it decides what a step holds), so the flag only stands in for a missing one
+    narrower = (
+        "cut each re-executed output to N characters; only for trajectories without provenance, as a recorded"
+        " trajectory keeps its recorded cap"
     )
+    add_declared_arguments(parser, RecordOptions, ("max_output_chars",), {"max_output_chars": narrower})
     add_quiet_argument(parser)
     parser.set_defaults(func=run)
 
@@ -71,7 +67,6 @@ def run(args: argparse.Namespace) -> int:
     from themisto.recording.stability import SUMMARY_FILE, check_stability
     from themisto.reporting.stability_table import render_table
 
-    check_ranges(args, positive=("timeout",), at_least_one=("max_output_chars", "max_cpu_seconds"))
     options, chosen = record_options(args, (*ENVIRONMENT, "max_output_chars"))
 
     with ProgressBars(args.quiet) as bars:

@@ -32,10 +32,9 @@ from themisto.exceptions import InputError, KernelError
 from themisto.kernelside import snapshot, wire
 from themisto.recording import inject
 from themisto.recording.environment import check_kernel, check_sandbox, sandbox_in_force
-from themisto.recording.options import RESUME_DIVERGED, RecordOptions
+from themisto.recording.options import RecordOptions
 from themisto.recording.outputs import cap_text, render_outputs, scrub
 from themisto.recording.snapshots import Snapshot, SnapshotReader, snapshot_fault
-from themisto.recording.sources import compile_skip_pattern
 from themisto.recording.transport import KERNEL_START_TIMEOUT, Execution, KernelSession, exit_status
 from themisto.trajectory import RECORDING_STOPPED_ERROR, Step, Variable, state_hash
 
@@ -46,14 +45,13 @@ DEAD_KERNEL_ERROR = "DeadKernelError"
 
 
 def check_options(options: RecordOptions) -> None:
-    """Raise :class:`InputError` for a missing working directory or kernel, before any kernel starts."""
+    """Raise :class:`InputError` for what the options need of this machine and it lacks, before any kernel starts.
+
+    A working directory, the kernel, the sandbox: the values themselves were checked when the options were
+    made (:class:`RecordOptions` declares its checks).
+    """
     if options.workdir is not None and not Path(options.workdir).is_dir():
         raise InputError(f"working directory {options.workdir} does not exist")
-    if options.resume_diverged not in RESUME_DIVERGED:
-        raise InputError(f"resume_diverged must be one of {', '.join(RESUME_DIVERGED)}")
-    if options.max_variables < 1:
-        raise InputError("max_variables must be at least 1")
-    compile_skip_pattern(options.skip_pattern)
     check_kernel(options.kernel_name)
     check_sandbox(options.sandbox)
 

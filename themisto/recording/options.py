@@ -1,11 +1,15 @@
 """How trajectories are recorded: :class:`RecordOptions`, and how a recording's own options prevail.
 
-Light on purpose (the CLI builds its parsers from these defaults). A
-trajectory's options are saved beside it (:mod:`themisto.recording.provenance`);
-a later run over it, a ``resume`` or a stability replay, starts from them
-(:func:`with_recorded`): an option the caller did not choose is taken from
-the recording, and one the caller chose must agree with it, except the
-replay environment where the caller allows a change.
+Each option is declared once (:func:`themisto.declaration.option`): its
+default, help, command-line flag and check, so a Python caller meets the
+checks the command line meets and ``record``, ``stability`` and
+``exec-score`` generate their flags from it. Light on purpose, as the CLI
+builds its parsers from it. A trajectory's options are saved beside it
+(:mod:`themisto.recording.provenance`); a later run over it, a ``resume`` or
+a stability replay, starts from them (:func:`with_recorded`): an option the
+caller did not choose is taken from the recording, and one the caller chose
+must agree with it, except the replay environment where the caller allows a
+change.
 """
 
 from __future__ import annotations
@@ -15,42 +19,115 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from themisto.declaration import at_least, check_declared, option, parse_size, positive, regular_expression
 from themisto.exceptions import OptionError
-from themisto.recording.sources import JUNE_PLUGIN_PATTERN
+from themisto.recording.sources import EXECUTION, JUNE_PLUGIN_PATTERN, NOTEBOOK_ORDERS
+
+_NO_LIMIT = "no limit"  # how help shows an unset resource limit
 
 
 @dataclass
 class RecordOptions:
     """How a kernel is run and how much of each step is kept."""
 
-    timeout: float = 600.0  # seconds a cell may run before it is interrupted
-    workdir: Path | None = None  # kernel working directory; None: the source file's folder
-    kernel_name: str = "python3"
-    max_repr_chars: int = 500  # a variable's repr is cut to this many characters
-    repr_timeout: float = 1.0  # seconds a variable's __repr__/__len__/size may take
-    max_output_chars: int = 10_000  # the plain-text output is cut to this many characters
-    max_raw_output_chars: int = 1_000_000  # budget for the raw nbformat outputs of one step
-    resume: bool = False  # continue an existing trajectory file after its last complete step
-    overwrite: bool = False  # replace an existing trajectory file (resume takes precedence)
-    # Resource limits of the kernel process (see themisto.recording.launcher); None: unlimited.
-    max_memory: int | None = None  # bytes of private writable memory (RLIMIT_DATA)
-    max_cpu_seconds: int | None = None  # CPU seconds from kernel start to its restart (RLIMIT_CPU)
-    max_variables: int = 1000  # a snapshot describes this many variables (by name), the rest are counted
-    isolate_home: bool = False  # the kernel gets a temporary empty HOME, so ~/.netrc and the like are not found
-    resume_diverged: str = "stop"  # on a resume whose replay does not reproduce a step: "stop" or "continue"
-    # cells of a source whose code matches this regex are not run (default: JuNE's logging plugin); "" runs all
-    skip_pattern: str | None = JUNE_PLUGIN_PATTERN
-    # a notebook's cells run in the order of their execution counts when these allow it, or "file": top to bottom
-    notebook_order: str = "execution"
-    # The kernel's sandbox (see themisto.recording.launcher): Landlock confines its writes to its working
-    # directory and private folders, denies TCP and keeps its signals and ptrace inside; False: unconfined.
-    sandbox: bool = True
-    allow_network: bool = False  # the sandboxed kernel may use TCP
-    pass_env: tuple[str, ...] = ()  # variables passed to the kernel beyond its allowlist
+    timeout: float = option(
+        600.0, "interrupt a cell after this long and record a timeout step", metavar="SECONDS", check=positive
+    )
+    # each command's help says what an unset working directory is to it
+    workdir: Path | None = option(None, "kernel working directory", metavar="DIR", parse=Path, default_text="")
+    kernel_name: str = option("python3", "Jupyter kernel to run the cells in", flag="--kernel", metavar="NAME")
+    max_repr_chars: int = option(
+        500, "cut each variable's recorded repr to N characters", metavar="N", check=at_least(1)
+    )
+    repr_timeout: float = option(
+        1.0, "time limit for one variable's repr/len/size in the snapshot", metavar="SECONDS", check=positive
+    )
+    max_output_chars: int = option(
+        10_000, "cut a step's plain-text output to N characters", metavar="N", check=at_least(1)
+    )
+    max_raw_output_chars: int = option(
+        1_000_000, "budget for a step's raw nbformat outputs", metavar="N", check=at_least(1)
+    )
+    resume: bool = option(
+        False,
+        "continue existing trajectories after their last complete step, replaying earlier code, with the options"
+        " they were recorded with (an option given here must agree with them)",
+    )
+    overwrite: bool = option(False, "replace existing trajectories")  # resume takes precedence
+    # Resource limits of the kernel process (see themisto.recording.launcher), bytes of private writable
+    # memory (RLIMIT_DATA) and CPU seconds from kernel start to its restart (RLIMIT_CPU); None: unlimited.
+    max_memory: int | None = option(
+        None,
+        "limit the kernel's private memory to SIZE (512M, 2G or 2GiB: powers of 1024; 500MB, 2GB: powers of"
+        " 1000): an allocation past it raises MemoryError in the cell, or kills the kernel, which is recorded"
+        " and restarted",
+        metavar="SIZE",
+        parse=parse_size,
+        check=at_least(1),
+        default_text=_NO_LIMIT,
+    )
+    max_cpu_seconds: int | None = option(
+        None,
+        "CPU seconds a kernel may use from its start (a restart starts afresh); past them it is killed,"
+        " recorded as a dead-kernel step and restarted",
+        metavar="S",
+        parse=int,
+        check=at_least(1),
+        default_text=_NO_LIMIT,
+    )
+    max_variables: int = option(
+        1000,
+        "describe at most N variables per snapshot, by name; the rest are counted",
+        metavar="N",
+        check=at_least(1),
+    )
+    isolate_home: bool = option(
+        False,
+        "give each kernel a temporary empty HOME, so files found through it (~/.netrc, the Hugging Face token)"
+        " are not where the notebook looks; see SECURITY.md",
+    )
+    resume_diverged: str = option(
+        "stop",
+        "when a resume's replay does not reproduce a recorded step's output or state: stop with an error naming"
+        " the step, or continue and mark every new step with resume_diverged_at",
+        choices=("stop", "continue"),
+    )
+    skip_pattern: str | None = option(
+        JUNE_PLUGIN_PATTERN,
+        "do not run cells whose code matches REGEX; '' runs every cell",
+        metavar="REGEX",
+        check=regular_expression,
+        default_text=f"JuNE's logging-plugin cell, so a replay never calls the log's server: {JUNE_PLUGIN_PATTERN!r}",
+    )
+    notebook_order: str = option(
+        EXECUTION,
+        "the order a notebook's code cells run in: 'execution' = by their execution counts when these are"
+        " positive integers (uncounted cells after the counted ones, in file order; a repeated count is a kernel"
+        " restart), else top to bottom; 'file' = top to bottom; JuNE logs keep their own order",
+        flag="--order",
+        choices=NOTEBOOK_ORDERS,
+    )
+    # The kernel's sandbox (see themisto.recording.launcher); False: unconfined. The help says what its
+    # switch, --no-sandbox, does.
+    sandbox: bool = option(
+        True,
+        "run the kernels unconfined: without the Landlock sandbox that lets a kernel write only beneath its"
+        " working directory and private folders, use no TCP, and signal or trace no process outside; for a"
+        " system without Landlock (see SECURITY.md)",
+    )
+    allow_network: bool = option(False, "let the sandboxed kernels connect and bind TCP sockets", default_text="denied")
+    pass_env: tuple[str, ...] = option(
+        (),
+        "pass environment variable NAME to the kernels (repeatable); they get only an allowlist (PATH, HOME,"
+        " LANG, LC_*, TZ, TERM, the hash seed, thread counts, MPLBACKEND, JUPYTER_*, ...)",
+        metavar="NAME",
+        repeatable=True,
+    )
+
+    def __post_init__(self) -> None:
+        check_declared(self)
 
 
-# What a resume does when its replay does not reproduce a recorded step (RecordOptions.resume_diverged).
-RESUME_DIVERGED = ("stop", "continue")
 # What a run does with files that exist, not how steps are made: never saved with a trajectory.
 RUN_CONTROL = ("resume", "overwrite", "resume_diverged")
 # How far the kernel is trusted: the caller's choice alone, never saved as an option nor taken from a

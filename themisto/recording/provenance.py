@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto import __version__
-from themisto.exceptions import InputError
+from themisto.exceptions import InputError, OptionError
 from themisto.filesystem import write_atomically
 from themisto.recording.options import RECORDED, RecordOptions
 from themisto.trajectory import SCHEMA_VERSION
@@ -164,7 +164,8 @@ def read_provenance(trajectory: Path) -> Provenance | None:
             options=options,
             workdir=workdir,
         )
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    # OptionError: a value RecordOptions refuses (its message names the option as the file does, by keyword)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, OptionError) as exc:
         raise InputError(f"{path}: not a Themisto provenance file ({type(exc).__name__}: {exc})") from None
 
 

@@ -36,6 +36,10 @@ NOTEBOOK_SUFFIXES = (".ipynb",)
 LOG_SUFFIXES = (".csv", ".jsonl", ".parquet")
 # The cell JuNE's logging plugin puts first in every notebook: it imports the plugin and calls its server.
 JUNE_PLUGIN_PATTERN = r"from\s+mining_extension\s+import|check_logging\s*\("
+# The orders a notebook's cells may run in (see themisto.recording.sources.notebook): by execution count, or top
+# to bottom.
+FILE, EXECUTION = "file", "execution"
+NOTEBOOK_ORDERS = (EXECUTION, FILE)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 

@@ -1,7 +1,7 @@
 """Read a ``.ipynb`` notebook as one trajectory: its code cells in the order they last ran, or top to bottom.
 
 A notebook's ``execution_count`` of a code cell is the number the kernel gave
-its last run, so with ``order="execution"`` (:data:`EXECUTION`, the default)
+its last run, so with ``order="execution"`` (:data:`~themisto.recording.sources.EXECUTION`, the default)
 the cells are replayed by count when the counts allow it: every count a
 positive integer, at least one cell counted. Cells without a count (never run,
 or cleared) come after the counted ones, in file order. A count held by two
@@ -25,10 +25,7 @@ from pathlib import Path
 
 from themisto.exceptions import SourceError, one_line
 from themisto.recording.outputs import joined_text, render_outputs
-from themisto.recording.sources import Action, Execute, Restart, SourceTrajectory
-
-FILE, EXECUTION = "file", "execution"
-NOTEBOOK_ORDERS = (EXECUTION, FILE)
+from themisto.recording.sources import EXECUTION, NOTEBOOK_ORDERS, Action, Execute, Restart, SourceTrajectory
 
 
 def read_notebook(path: Path, order: str = EXECUTION) -> SourceTrajectory:
