@@ -4,7 +4,6 @@ No test reaches the Hub. ``--dry-run`` and the commit operations are checked
 directly; the upload itself runs the real CLI and huggingface_hub against a
 local HTTP server standing in for the Hub (``HF_ENDPOINT``), which answers
 the four Hub API calls a commit of regular files makes and records them.
-Budget: about 20 s.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The bundled corpus (data/logs/*.csv, data/files/) meets the corpus thresholds of tools/corpus/corpus_stats.py, and the generators reproduce it.
 
-Budget: 30-60 s (reading ~10 MB of CSV, validating the outputs with
-nbformat, rewriting data/files, and regenerating the smallest session in a real kernel).
+Its time goes to reading ~10 MB of CSV, validating the outputs with nbformat,
+rewriting data/files, and regenerating the smallest session in a real kernel.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The baseline predictors, driven through lm-eval's own Instance requests and model registry.
 
-Budget: under 5 s (importing lm-eval's model registry dominates).
+Importing lm-eval's model registry is most of its time.
 """
 
 from __future__ import annotations

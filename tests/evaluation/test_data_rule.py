@@ -1,6 +1,6 @@
 """One data rule for every command that reads a build: --data, $THEMISTO_DATA, ./hf_dataset, the bundled build.
 
-Each command says on stderr which build it used and why. Budget: about 15 s.
+Each command says on stderr which build it used and why.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """End to end: real lm-eval runs of a tiny GPT-2 and of the baselines on the four tasks.
 
 The model is a randomly initialised 2-layer GPT-2 with a byte-level BPE
-tokenizer trained here on the prompts, so nothing is downloaded. Budget: about
-one minute (the plain ``lm_eval`` command alone spends ~20 s indexing its
-built-in tasks).
+tokenizer trained here on the prompts, so nothing is downloaded. The plain ``lm_eval``
+command's indexing of its built-in tasks is most of its time.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The instrument itself: evaluation scores the files on disk, the positive control is detected,
 and the category and duplicate columns hold the known answers of a hand-made trajectory.
 
-Real builds, real ``load_dataset`` and real lm-eval runs of the baselines. Budget: about a minute.
+Real builds, real ``load_dataset`` and real lm-eval runs of the baselines.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Themisto in a training loop: a real ``Trainer`` on a tiny random GPT-2 with ``ThemistoCallback``.
 
-Budget: about 40 s on CPU (a few training steps, two Themisto evaluations of
-two examples per task, 8 generated tokens each).
+On CPU: a few training steps, two Themisto evaluations of two examples per
+task, 8 generated tokens each.
 """
 
 from __future__ import annotations

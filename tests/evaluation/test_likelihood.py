@@ -1,7 +1,7 @@
 """The likelihood view: the placebo configs, ``runtime_only``, the ``*_bpb`` tasks and the compression control.
 
 Real builds, a real ``lm_eval`` run of the tiny GPT-2 checked against an independent transformers
-computation, real runs of ``themisto-compression``. Budget: about two minutes (most of it the lm_eval subprocess).
+computation, real runs of ``themisto-compression``. Most of its time is the lm_eval subprocess.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The lm-eval task files, the data lookup and the packaging that makes both travel.
 
-Budget: about 25 s, most of it the wheel test (build, install into a fresh
-venv, load the tasks from another directory).
+Most of its time is the wheel test (build, install into a fresh venv, load
+the tasks from another directory).
 """
 
 from __future__ import annotations

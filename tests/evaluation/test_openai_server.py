@@ -4,9 +4,9 @@ The server is ``transformers serve`` (``transformers[serving]``), started here o
 127.0.0.1 with the tiny random GPT-2 of ``tests/tiny_model.py`` given a chat
 template, offline; nothing is downloaded. The commands are those of the task
 README (``lm_eval_tasks/themisto/README.md``), with ``--limit`` and a short
-``max_gen_toks`` so a random model's generations take seconds. Budget: about
-170 s on a busy two-core machine (making the model, the server's start, and
-the plain ``lm_eval`` command's indexing of its built-in tasks).
+``max_gen_toks`` so a random model's generations take seconds. Its time goes to
+making the model, the server's start, and the plain ``lm_eval`` command's
+indexing of its built-in tasks.
 """
 
 from __future__ import annotations

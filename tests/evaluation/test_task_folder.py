@@ -4,8 +4,8 @@
 copy goes to a temporary folder passed as ``--include_path``, the way lm-eval
 indexes its own folder. Its ``dataset_path`` names a local build instead of
 the Hub id (``datasets`` reads a folder and a Hub repository of the same
-files alike; nothing is downloaded). Budget: about 30 s (two subprocesses that
-import lm-eval).
+files alike; nothing is downloaded). Most of its time: two subprocesses that
+import lm-eval.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Progress on long work, and none of the noise: bars on a terminal only, no TCP warning, no git chatter.
 
-Budget: about 60 s (real kernels for record and stability, a build in a
-pseudo-terminal, two baseline evaluations).
+Real kernels for record and stability, a build in a pseudo-terminal, two
+baseline evaluations.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``themisto record --jobs N`` and ``--shard I/N``: parallel kernels and deterministic shards.
 
-Budget: ~30 s (about a dozen short kernels).
+About a dozen short kernels.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Snapshots cost what changed: the description cache, bounded size estimates, the piggy-backed snapshot.
 
-Budget: ~10 s (one kernel for the module; the rest runs in-process).
+One kernel for the module; the rest runs in-process.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 Each test records a small notebook through :func:`record_source`, so a fault
 must reach the trajectory file on disk, not just a return value.
-Budget: about 60 s on two shared cores.
 """
 
 from __future__ import annotations
