@@ -54,8 +54,8 @@ def test_runtime_is_the_state_before_the_step_never_after(tmp_path: Path) -> Non
 
 
 def test_a_restart_empties_the_runtime_and_shows_as_a_marker_in_the_whole_history(tmp_path: Path) -> None:
-    # Spec change (issue 10): the history is every earlier execution, across restarts, as in the paper;
-    # it used to be cut at the last restart. The runtime state still describes the live kernel.
+    # The history is every earlier execution, across restarts, as in the paper (it is not cut at the
+    # last restart). The runtime state still describes the live kernel.
     path = write_steps(
         tmp_path / "t.jsonl",
         [
