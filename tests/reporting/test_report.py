@@ -15,6 +15,8 @@ from matplotlib.image import imread
 from sample_logs import lm_eval_sample, write_exec_samples, write_run
 
 from themisto.cli import main
+from themisto.exceptions import OptionError
+from themisto.reporting.analysis import build_report
 from themisto.reporting.stats import (
     Interval,
     bootstrap_ci,
@@ -321,8 +323,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
 
     samples = _model_samples(5, 6, HIT_RATES_BASELINE)
     write_run(tmp_path, "hf", "pretrained=m", samples)
-    assert "--resamples must be at least 1" in _error_of([str(tmp_path), "--resamples=0"], capsys)
-    assert "--seed must be 0 or more" in _error_of([str(tmp_path), "--seed=-1"], capsys)
+    assert "--resamples must be at least 1, got 0" in _error_of([str(tmp_path), "--resamples=0"], capsys)
+    assert "--seed must be at least 0, got -1" in _error_of([str(tmp_path), "--seed=-1"], capsys)
+    with pytest.raises(OptionError, match=r"^seed must be at least 0, got -1$"):  # a Python caller: the keyword
+        build_report([tmp_path], seed=-1)
     (path,) = tmp_path.glob("m/samples_themisto_output_2*.jsonl")
     good = path.read_text()
     path.write_text(good + "{not json\n")
@@ -660,7 +664,6 @@ def test_report_opens_with_what_was_run_then_how_to_read_it(report_run: dict) ->
 
 
 def test_plot_leads_with_the_paired_difference_and_shows_zeros(tmp_path: Path) -> None:
-    from themisto.reporting.analysis import build_report
     from themisto.reporting.plot import report_figure
 
     same = _model_samples(13, 30, HIT_RATES_BASELINE)
@@ -692,7 +695,6 @@ def test_plot_leads_with_the_paired_difference_and_shows_zeros(tmp_path: Path) -
 
 
 def test_an_outcome_excluded_everywhere_gets_no_column_or_panel(tmp_path: Path) -> None:
-    from themisto.reporting.analysis import build_report
     from themisto.reporting.plot import report_figure
 
     samples = _model_samples(15, 20, HIT_RATES_MODEL)

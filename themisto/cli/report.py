@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from themisto.declaration import add_declared_arguments, declared_values
 from themisto.exceptions import InputError
+from themisto.reporting.resampling import Resampling
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,18 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "then each metric's means (strict exact_match included) with the floors and the ceiling as lines"
         ),
     )
-    # No defaults here: themisto.reporting.stats owns them, and importing it (numpy) at
-    # parser construction would slow down every themisto command.
-    parser.add_argument(
-        "--resamples",
-        type=int,
-        help="bootstrap and Monte Carlo permutation resamples (default: 10,000)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        help="random seed (0 or more) of the resampling; same seed, same figures (default: 0)",
-    )
+    add_declared_arguments(parser, Resampling)
     parser.set_defaults(func=run)
 
 
@@ -64,12 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from themisto.reporting.markdown import render_markdown
     from themisto.reporting.plot import plot_report
 
-    if args.resamples is not None and args.resamples < 1:
-        raise InputError(f"--resamples must be at least 1, got {args.resamples}")
-    if args.seed is not None and args.seed < 0:  # numpy's generators take no negative seed
-        raise InputError(f"--seed must be 0 or more, got {args.seed}")
-    options = {"resamples": args.resamples, "seed": args.seed}
-    report = build_report(args.run_dirs, **{k: v for k, v in options.items() if v is not None})
+    report = build_report(args.run_dirs, **declared_values(args, Resampling))
     markdown = render_markdown(report)
     print(markdown, end="")
     if args.output is not None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from themisto.exceptions import InputError
+from themisto.reporting.resampling import Resampling
 from themisto.reporting.samples import (
     PLACEBO,
     PLAIN,
@@ -469,6 +470,7 @@ def build_report(run_dirs: Sequence[Path], *, resamples: int = DEFAULT_RESAMPLES
     """Scores with bootstrap CIs and paired tests of the runtime arm for the run folders."""
     from threadpoolctl import threadpool_limits
 
+    Resampling(resamples=resamples, seed=seed)  # an OptionError naming the option, before anything is read
     all_samples, notes = load_samples(run_dirs)
     # The resampling is many small matrix products: BLAS threads cost more than
     # they give, most of all on a busy machine (bench/bench_stats.py: on the

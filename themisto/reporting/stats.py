@@ -42,8 +42,10 @@ from typing import cast
 
 import numpy as np
 
-DEFAULT_RESAMPLES = 10_000
-DEFAULT_SEED = 0
+from themisto.reporting.resampling import Resampling
+
+DEFAULT_RESAMPLES = Resampling().resamples
+DEFAULT_SEED = Resampling().seed
 # Largest number of non-zero differences whose 2**n sign patterns are enumerated
 # exactly (65,536 patterns); above it the permutation test is Monte Carlo.
 EXACT_SIGN_FLIP_MAX_N = 16
