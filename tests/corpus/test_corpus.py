@@ -26,7 +26,7 @@ import nbformat
 import pytest
 from repository import REPOSITORY
 
-from themisto.recording.sources.june import JUNE_COLUMNS
+from themisto.recording.sources.june import JUNE_COLUMNS, JUNE_EVENTS
 from tools.corpus import corpus_stats, make_files
 from tools.corpus.developer import Developer
 from tools.corpus.notebook import MAX_FIELD_CHARS, normalise_text, serialise_outputs
@@ -38,18 +38,6 @@ FILES = DATA / "files"
 # the log generator as a command; it runs from the repository root, where its package is
 GENERATOR = [sys.executable, "-m", "tools.corpus.make_logs"]
 
-EVENTS = {
-    "execute",
-    "finished_execute",
-    "create",
-    "delete",
-    "save_notebook",
-    "error",
-    "rendered",
-    "notebook_renamed",
-    "kernel_interrupting",
-    "kernel_restarting",
-}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # What the generator puts in place of an image too large for one CSV field.
 IMAGE_PLACEHOLDER = "<image/png omitted:"
@@ -126,7 +114,7 @@ def test_every_log_has_exactly_the_june_columns() -> None:
 
 def test_event_vocabulary_is_junes_and_every_kind_occurs() -> None:
     used = Counter(r["event"] for r in all_rows())
-    assert set(used) == EVENTS
+    assert set(used) == set(JUNE_EVENTS)
 
 
 def test_every_execute_is_answered_by_its_finished_execute() -> None:

@@ -31,6 +31,7 @@ from synthetic import synthetic_steps
 from themisto.cli import main
 from themisto.exceptions import ThemistoError
 from themisto.recording.sources import Execute, Restart, SourceTrajectory, read_source
+from themisto.recording.sources.june import JUNE_COLUMNS, JUNE_EVENTS
 
 SETTINGS = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
 READER_CASES = 600
@@ -183,32 +184,6 @@ def test_notebook_reader_gives_trajectories_or_one_clear_error(scratch: Path, re
 
 # --- JuNE logs -------------------------------------------------------------------------------------
 
-JUNE_COLUMNS = [
-    "action_id",
-    "time",
-    "session_id",
-    "kernel_id",
-    "notebook_name",
-    "event",
-    "cell_index",
-    "cell_num",
-    "cell_type",
-    "cell_source",
-    "cell_output",
-    "user_id",
-]
-EVENTS = [
-    "execute",
-    "finished_execute",
-    "create",
-    "delete",
-    "save_notebook",
-    "error",
-    "rendered",
-    "notebook_renamed",
-    "kernel_interrupting",
-    "kernel_restarting",
-]
 OUTPUTS = st.lists(
     st.fixed_dictionaries({"output_type": st.just("stream"), "name": st.just("stdout"), "text": SOURCE})
     | st.fixed_dictionaries(
@@ -234,7 +209,9 @@ ROW = st.fixed_dictionaries(
         "session_id": st.just("s1"),
         "kernel_id": st.sampled_from(["k-aaaaaaaa-1", "k-aaaaaaaa-2", "k-bbbbbbbb"]),
         "notebook_name": st.just("task.ipynb"),
-        "event": st.sampled_from(["execute", "execute", "execute", "finished_execute", "finished_execute", *EVENTS]),
+        "event": st.sampled_from(
+            ["execute", "execute", "execute", "finished_execute", "finished_execute", *JUNE_EVENTS]
+        ),
         "cell_index": st.sampled_from(["c1", "c2", "c3"]),
         "cell_num": st.integers(0, 5),
         "cell_type": st.sampled_from(["code", "code", "markdown", "raw"]),

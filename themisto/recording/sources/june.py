@@ -57,6 +57,19 @@ JUNE_COLUMNS = (
     "expert",
 )
 REQUIRED_COLUMNS = ("time", "kernel_id", "event", "cell_index", "cell_source", "cell_output")
+# The events a JuNE table records; the reader acts on executions and kernel restarts and reads past the rest.
+JUNE_EVENTS = (
+    "execute",
+    "finished_execute",
+    "create",
+    "delete",
+    "save_notebook",
+    "error",
+    "rendered",
+    "notebook_renamed",
+    "kernel_interrupting",
+    "kernel_restarting",
+)
 # Where each kind of nbformat output keeps its content; an output without it carries only its type and size.
 _CONTENT_KEY = {"stream": "text", "execute_result": "data", "display_data": "data", "error": "ename"}
 NON_CODE_CELL_TYPES = {"markdown", "raw"}
