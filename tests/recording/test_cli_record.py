@@ -186,42 +186,47 @@ def test_resume_refuses_a_trajectory_from_other_code(tmp_path: Path, capsys: pyt
     assert "does not match" in capsys.readouterr().err
 
 
+def _one_cell_notebook(folder: Path) -> Path:
+    """A valid one-cell notebook, for the cases where only the options are bad."""
+    return _notebook(folder / "nb.ipynb", ["1"])
+
+
 @pytest.mark.parametrize(
     ("make", "extra", "message"),
     [
         (lambda d: d / "absent.ipynb", [], "no such source"),
         (lambda d: _write(d / "bad.ipynb", "{not json"), [], "not a notebook"),
         (lambda d: _write(d / "log.csv", "time,event\n1,execute\n"), [], "missing column(s) kernel_id"),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--kernel", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--workdir", "/no/such/dir"], "working directory"),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--timeout", "0"], "--timeout must be positive, got 0"),
+        (_one_cell_notebook, ["--kernel", "no-such-kernel"], "unknown kernel 'no-such-kernel'"),
+        (_one_cell_notebook, ["--workdir", "/no/such/dir"], "working directory"),
+        (_one_cell_notebook, ["--timeout", "0"], "--timeout must be positive, got 0"),
         (
-            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            _one_cell_notebook,
             ["--repr-timeout", "-1"],
             "--repr-timeout must be positive, got -1",
         ),
         (
-            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            _one_cell_notebook,
             ["--max-output-chars", "0"],
             "--max-output-chars must be at least 1, got 0",
         ),
         (
-            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            _one_cell_notebook,
             ["--max-cpu-seconds", "0"],
             "--max-cpu-seconds must be at least 1, got 0",
         ),
         (
-            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            _one_cell_notebook,
             ["--max-variables", "0"],
             "--max-variables must be at least 1, got 0",
         ),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--max-memory", "0"], "--max-memory must be at least 1, got 0"),
+        (_one_cell_notebook, ["--max-memory", "0"], "--max-memory must be at least 1, got 0"),
         (
-            lambda d: _notebook(d / "nb.ipynb", ["1"]),
+            _one_cell_notebook,
             ["--skip-pattern", "check_logging("],
             "--skip-pattern must be a regular expression, got 'check_logging(' (missing ),",
         ),
-        (lambda d: _notebook(d / "nb.ipynb", ["1"]), ["--jobs", "0"], "--jobs must be at least 1"),
+        (_one_cell_notebook, ["--jobs", "0"], "--jobs must be at least 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
