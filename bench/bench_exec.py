@@ -95,7 +95,7 @@ def _private_workdir(options: Any) -> Iterator[Any]:
     """``options`` with a private copy of their working directory, copied as scoring copies it per trajectory."""
     from dataclasses import replace
 
-    from themisto.kernelside.fork import copy_tree
+    from themisto.kernel.inside.fork import copy_tree
 
     with tempfile.TemporaryDirectory(prefix="themisto-bench-workdir-") as private:
         copy_tree(str(options.workdir), private)
@@ -117,7 +117,7 @@ print(1000 * _statistics.median(_fork_exit() for _ in range(20)))
 
 def _fork_floor(recorded: dict[str, Any], trajectory_id: str, options: Any) -> float:
     """Milliseconds of a bare fork and exit of a kernel that ran a trajectory's first session (median of 20)."""
-    from themisto.recording.kernel import Recorder
+    from themisto.kernel.recorder import Recorder
 
     with _private_workdir(options) as private:
         with Recorder("fork-floor", private.workdir, private) as recorder:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from themisto.recording.kernel import Recorder
+    from themisto.kernel.recorder import Recorder
 
 # 100 variables: 16 each of numbers, strings, lists, dicts and user objects; 10 arrays, 10 DataFrames.
 HUNDRED_VARIABLES = """
@@ -84,7 +84,7 @@ def _row(measure: str, target_ms: float | None, plain: float, recorded: float) -
 
 def _describe_cold(value: object) -> float:
     """Seconds to describe ``value`` from scratch (size, shape, len, bounded repr)."""
-    from themisto.kernelside import snapshot
+    from themisto.kernel.inside import snapshot
 
     started = time.perf_counter()
     snapshot.describe("value", value, 500, 10.0)
@@ -92,7 +92,7 @@ def _describe_cold(value: object) -> float:
 
 
 def _kernel_rows(steps: int, workdir: Path) -> list[dict]:
-    from themisto.recording.kernel import Recorder
+    from themisto.kernel.recorder import Recorder
     from themisto.recording.options import RecordOptions
 
     options = RecordOptions(timeout=600)

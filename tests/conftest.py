@@ -24,15 +24,15 @@ import pytest
 from dataset_fixture import write_dataset
 from tiny_model import make_tiny_model
 
-from themisto.kernelside import landlock
-from themisto.recording.kernel import Recorder
+from themisto.kernel.inside import landlock
+from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 
 # What a test module's kernels record with unless it sets KERNEL_OPTIONS.
 DEFAULT_KERNEL_OPTIONS = RecordOptions(timeout=30)
 KERNEL_FIXTURES = frozenset({"kernel", "fresh_kernel"})
 # A process is a kernel (or starts some) when its command line names one of these.
-KERNEL_PROGRAMS = ("ipykernel_launcher", "themisto.recording.launcher")
+KERNEL_PROGRAMS = ("ipykernel_launcher", "themisto.kernel.launcher")
 KERNEL_COMMANDS = frozenset({"record", "stability", "exec-score"})
 NO_LANDLOCK_SKIP = "this system has no Linux Landlock, so kernels refuse to start sandboxed (see SECURITY.md)"
 

@@ -27,7 +27,7 @@ from themisto.building.card_reading import parquet_path
 from themisto.building.parquet import build_dataset
 from themisto.building.selection import SelectionOptions
 from themisto.building.summary import BuildSummary
-from themisto.kernelside import snapshot
+from themisto.kernel.inside import snapshot
 from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, TrajectoryWriter, Variable, state_hash
 from themisto.vocabulary import TASK_CONFIGS, TRAJECTORIES

@@ -6,7 +6,7 @@ The pipeline's stages, each a subpackage that imports only earlier ones:
 - :mod:`~themisto.building`: trajectories become the dataset (Parquet configs and a dataset card)
 - :mod:`~themisto.evaluation`: models scored through lm-evaluation-harness, and by executing their cells
 - :mod:`~themisto.reporting`: per-sample scores become confidence intervals, paired tests and a plot
-- :mod:`~themisto.kernelside`: the code that runs inside a kernel (standard library only)
+- :mod:`~themisto.kernel`: the live kernel the stages share: process, sandbox, snapshots, recorder, forking session
 - :mod:`~themisto.cli`: the ``themisto`` command
 
 Shared by every stage:

@@ -14,7 +14,7 @@ from themisto.building.parquet import build_dataset
 from themisto.building.selection import SelectionOptions, select
 from themisto.cli import main
 from themisto.exceptions import InputError
-from themisto.recording.outputs import mask_machine_text, normalize_output
+from themisto.kernel.outputs import mask_machine_text, normalize_output
 from themisto.trajectory import Step
 from themisto.vocabulary import NEXT_CELL_PREDICTION, OUTPUT_PREDICTION
 

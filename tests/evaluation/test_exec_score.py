@@ -16,10 +16,10 @@ from exec_logs import write_next_cell_logs
 from themisto.cli import main
 from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
 from themisto.evaluation.exec.replay import parse_outcome
-from themisto.evaluation.exec.session import ForkingSession, state_key
 from themisto.evaluation.metrics import exact_match
-from themisto.kernelside.wire import ChildResult
-from themisto.recording.kernel import Recorder
+from themisto.kernel.forking import ForkingSession, state_key
+from themisto.kernel.inside.wire import ChildResult
+from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import Step, Variable, read_trajectory, write_trajectory

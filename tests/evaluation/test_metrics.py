@@ -14,7 +14,7 @@ from rouge_score.tokenize import tokenize as rouge_score_tokenize
 from sacrebleu.metrics import CHRF
 
 from themisto.evaluation.metrics import chrf, exact_match, exact_match_norm, rouge_l, rouge_tokens, score_sample
-from themisto.recording.outputs import normalize_output
+from themisto.kernel.outputs import normalize_output
 from themisto.vocabulary import METRIC_NAMES
 
 ROUGE = RougeScorer(["rougeL"])

@@ -26,7 +26,7 @@ from synthetic import write_corpus
 from themisto.building.parquet import build_dataset
 from themisto.building.selection import SelectionOptions
 from themisto.cli import main
-from themisto.recording.environment import kernel_environment, supervised_kernel_manager
+from themisto.kernel.environment import kernel_environment, supervised_kernel_manager
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from themisto.cli import main
+from themisto.kernel.recorder import Recorder
 from themisto.recording.instability import instability_causes
-from themisto.recording.kernel import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.stability import excerpts
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory

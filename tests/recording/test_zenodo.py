@@ -12,7 +12,7 @@ import pytest
 from themisto.building.selection import SelectionOptions, select
 from themisto.cli import main
 from themisto.exceptions import InputError, SourceError
-from themisto.recording.outputs import render_outputs
+from themisto.kernel.outputs import render_outputs
 from themisto.recording.zenodo import import_zenodo
 from themisto.trajectory import read_trajectory, state_hash
 

@@ -23,9 +23,9 @@ from attacks import (
     write_notebook,
 )
 
+from themisto.kernel.transport import SILENT_KERNEL_GRACE
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
-from themisto.recording.transport import SILENT_KERNEL_GRACE
 from themisto.trajectory import read_trajectory
 
 pytestmark = pytest.mark.kernel  # every test records or kills a real kernel

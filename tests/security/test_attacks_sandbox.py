@@ -30,8 +30,8 @@ from attacks import (
     write_notebook,
 )
 
-from themisto.kernelside import landlock
-from themisto.recording.kernel import Recorder
+from themisto.kernel.inside import landlock
+from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.provenance import read_provenance
 from themisto.trajectory import read_trajectory
@@ -239,7 +239,7 @@ def test_where_landlock_is_missing_record_refuses_in_one_line_naming_no_sandbox(
     notebook = write_notebook(tmp_path / "plain.ipynb", ["x = 1"])
     wrapper = [sys.executable, "-c", seccomp_without_landlock()]
     probe = subprocess.run(
-        [*wrapper, "-c", "from themisto.kernelside import landlock; print(landlock.abi_version())"],
+        [*wrapper, "-c", "from themisto.kernel.inside import landlock; print(landlock.abi_version())"],
         capture_output=True, text=True, env=process_environment(), cwd=REPOSITORY, timeout=60,
     )  # fmt: skip
     assert probe.stdout.strip() == "0", probe.stderr  # the stand-in works: no Landlock in there

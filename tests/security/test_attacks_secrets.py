@@ -23,7 +23,7 @@ from attacks import (
 )
 
 from themisto.cli import main
-from themisto.recording.environment import allowed_environment, is_credential, kernel_environment
+from themisto.kernel.environment import allowed_environment, is_credential, kernel_environment
 from themisto.trajectory import read_trajectory
 
 # Each credential the issue names, with a value no other process holds.

@@ -18,8 +18,8 @@ from themisto.building.card_reading import parquet_path
 from themisto.building.parquet import build_dataset
 from themisto.building.selection import SelectionOptions
 from themisto.cli import main
+from themisto.kernel.snapshots import MAX_NAME_CHARS, MAX_TYPE_CHARS
 from themisto.recording.options import RecordOptions
-from themisto.recording.snapshots import MAX_NAME_CHARS, MAX_TYPE_CHARS
 from themisto.trajectory import Step, read_trajectory
 from themisto.vocabulary import TRAJECTORIES
 
@@ -277,7 +277,7 @@ def test_the_kernel_side_module_calls_what_it_bound_at_install_not_what_a_cell_p
     import signal as real_signal
     import sys as real_sys
 
-    from themisto.kernelside import snapshot
+    from themisto.kernel.inside import snapshot
 
     monkeypatch.setattr(real_json, "dumps", lambda *args, **kwargs: '{"forged": 1}')
     monkeypatch.setattr(real_signal, "setitimer", lambda *args, **kwargs: (0.0, 0.0))

@@ -23,8 +23,8 @@ import pytest
 
 from themisto.cli import main
 from themisto.exceptions import KernelError
-from themisto.recording.kernel import Recorder
-from themisto.recording.launcher import Sandbox, launcher_command
+from themisto.kernel.launcher import Sandbox, launcher_command
+from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import Step, read_trajectory
@@ -140,13 +140,13 @@ def test_a_memory_limit_too_small_for_the_kernel_is_one_clear_error(tmp_path: Pa
 def test_every_kernel_command_runs_under_the_launcher_with_its_limits() -> None:
     command = ["python", "-m", "ipykernel_launcher", "-f", "conn.json"]
     plain = launcher_command(command, None, None, None)
-    launcher = [sys.executable, "-m", "themisto.recording.launcher", "--parent", str(os.getpid())]
+    launcher = [sys.executable, "-m", "themisto.kernel.launcher", "--parent", str(os.getpid())]
     assert plain == [*launcher, "--no-sandbox", "--", *command]
     confined = launcher_command(command, None, None, Sandbox(("/work", "/dev/null"), allow_network=True))
     assert confined == [*launcher, "--writable", "/work", "--writable", "/dev/null", "--allow-network", "--", *command]
     limited = launcher_command(command, 2**30, 5, None)
     assert limited[-len(command) - 1 :] == ["--", *command]
-    assert limited[:3] == [sys.executable, "-m", "themisto.recording.launcher"]
+    assert limited[:3] == [sys.executable, "-m", "themisto.kernel.launcher"]
     assert limited[limited.index("--max-memory") + 1] == str(2**30) and "--max-cpu-seconds" in limited
 
 

@@ -232,9 +232,9 @@ def iter_contexts(
     """Second pass: every step of ``paths`` in trajectory order, with its history and previous step.
 
     ``max_context_chars`` bounds the history (0: the whole history); with ``mask_machine_text``, outputs
-    (history and targets) are masked as :func:`themisto.recording.outputs.mask_machine_text` says.
+    (history and targets) are masked as :func:`themisto.kernel.outputs.mask_machine_text` says.
     """
-    from themisto.recording.outputs import mask_machine_text as mask
+    from themisto.kernel.outputs import mask_machine_text as mask
 
     for path in paths:
         environment = kernel_environment(path)

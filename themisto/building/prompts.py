@@ -65,7 +65,7 @@ from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER
 
 RUNTIME_FORMATS = ("text", "json", "referenced")
 # Ends a repr cut for the prompt (a short mark, as reprs are short). Not the recorder's
-# OUTPUT_TRUNCATION_MARKER (themisto.recording.outputs): that one ends a recorded output, is part of the
+# OUTPUT_TRUNCATION_MARKER (themisto.kernel.outputs): that one ends a recorded output, is part of the
 # target a model predicts, and names the full length.
 PROMPT_REPR_TRUNCATION_MARK = "…[truncated]"
 # The reprs of the variables a cell reads are cut down to this, at the shortest, so that all of them show.

@@ -54,7 +54,7 @@ class RecordOptions:
         " they were recorded with (an option given here must agree with them)",
     )
     overwrite: bool = option(False, "replace existing trajectories")  # resume takes precedence
-    # Resource limits of the kernel process (see themisto.recording.launcher), bytes of private writable
+    # Resource limits of the kernel process (see themisto.kernel.launcher), bytes of private writable
     # memory (RLIMIT_DATA) and CPU seconds from kernel start to its restart (RLIMIT_CPU); None: unlimited.
     max_memory: int | None = option(
         None,
@@ -107,7 +107,7 @@ class RecordOptions:
         flag="--order",
         choices=NOTEBOOK_ORDERS,
     )
-    # The kernel's sandbox (see themisto.recording.launcher); False: unconfined. The help says what its
+    # The kernel's sandbox (see themisto.kernel.launcher); False: unconfined. The help says what its
     # switch, --no-sandbox, does.
     sandbox: bool = option(
         True,

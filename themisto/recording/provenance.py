@@ -71,7 +71,7 @@ class Provenance:
     schema: int = SCHEMA_VERSION  # the step schema version of themisto.trajectory
     python: str | None = None  # the kernel's Python version
     ipykernel: str | None = None  # the kernel's ipykernel version
-    # the kernel's installed libraries' versions (kernelside.snapshot.LIBRARIES); empty when not recorded
+    # the kernel's installed libraries' versions (kernel.inside.snapshot.LIBRARIES); empty when not recorded
     libraries: dict[str, str] = field(default_factory=dict)
     options: RecordOptions | None = None  # None: not recorded by Themisto (an import)
     workdir: Path | None = None  # the folder the kernel ran in

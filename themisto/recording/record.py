@@ -21,11 +21,12 @@ from themisto.exceptions import (
     ThemistoError,
 )
 from themisto.filesystem import ExclusiveLock, lock_path, partial_path, prepare_output_folder
-from themisto.kernelside import snapshot
+from themisto.kernel.inside import snapshot
+from themisto.kernel.outputs import MEMORY_ADDRESS, normalize_output
+from themisto.kernel.recorder import Recorder, check_options
+from themisto.kernel.transport import Stopped
 from themisto.progress import Progress, ProgressCounter
-from themisto.recording.kernel import Recorder, check_options
 from themisto.recording.options import RecordOptions, chosen_options, with_recorded
-from themisto.recording.outputs import MEMORY_ADDRESS, normalize_output
 from themisto.recording.provenance import (
     RECORDED_BY,
     Provenance,
@@ -36,7 +37,6 @@ from themisto.recording.provenance import (
 )
 from themisto.recording.sources import Execute, SourceTrajectory, read_sources
 from themisto.recording.stability import excerpts
-from themisto.recording.transport import Stopped
 from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
 
 log = logging.getLogger(__name__)
@@ -353,7 +353,7 @@ def record_source(
     and written, and takes the file names; see
     :func:`~themisto.filesystem.prepare_output_folder`). On Ctrl-C
     (``KeyboardInterrupt``) every running cell is abandoned within about
-    :data:`~themisto.recording.transport.POLL_INTERVAL` seconds, the kernels are
+    :data:`~themisto.kernel.transport.POLL_INTERVAL` seconds, the kernels are
     shut down with every process they started, completed steps stay on disk,
     and the interrupt is raised again.
     """

@@ -4,7 +4,7 @@
 fresh kernel (restarting it where a step is marked ``restarted``), and
 compares each step's output across the runs *and* with the recorded output.
 A step is ``stable`` when all of them are identical, ``stable_norm`` when they
-are identical after :func:`themisto.recording.outputs.normalize_output`. The
+are identical after :func:`themisto.kernel.outputs.normalize_output`. The
 determinism ceiling is the share of stable steps: no predictor, however
 perfect, can match an unstable target exactly.
 
@@ -35,11 +35,11 @@ from typing import Any
 
 from themisto.exceptions import InputError, OptionError
 from themisto.filesystem import write_atomically
+from themisto.kernel.outputs import normalize_output
+from themisto.kernel.recorder import DEAD_KERNEL_ERROR, Recorder, check_options
 from themisto.progress import Progress, ProgressCounter
 from themisto.recording.instability import instability_causes
-from themisto.recording.kernel import DEAD_KERNEL_ERROR, Recorder, check_options
 from themisto.recording.options import ENVIRONMENT, RecordOptions, chosen_options, with_recorded
-from themisto.recording.outputs import normalize_output
 from themisto.recording.provenance import copy_provenance, read_provenance
 from themisto.trajectory import Step, read_trajectory, trajectory_files, write_trajectory
 from themisto.vocabulary import INSTABILITY_CAUSES

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from themisto.exceptions import OptionError, SourceError
-from themisto.recording.outputs import joined_text, render_outputs
+from themisto.kernel.outputs import joined_text, render_outputs
 from themisto.recording.provenance import IMPORTED_BY, Provenance, SourceFile, sidecar, write_provenance
 from themisto.trajectory import Step, Variable, state_hash, step_from_dict, write_trajectory
 
@@ -142,7 +142,7 @@ def _is_timestamp(value: Any) -> bool:
 def _output_and_error(raw: Any) -> tuple[str, dict[str, str] | None]:
     """Plain text of a published output field (text or nbformat outputs) and the error it shows, if any.
 
-    nbformat outputs are rendered by :func:`themisto.recording.outputs.render_outputs`, as the recorder renders them.
+    nbformat outputs are rendered by :func:`themisto.kernel.outputs.render_outputs`, as the recorder renders them.
     """
     if raw is None:
         return "", None

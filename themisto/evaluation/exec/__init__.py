@@ -9,13 +9,13 @@ before its target step and writes, per sample, to
 
 - ``exec_ok``: 1 when the cell ran without an exception within the timeout;
 - ``exec_match``: 1 when its plain-text output equals the developer's cell's
-  recorded output after :func:`~themisto.recording.outputs.normalize_output`
+  recorded output after :func:`~themisto.kernel.outputs.normalize_output`
   (what ``exact_match_norm`` compares);
 - ``state_match``: 1 when the user namespace after it equals the namespace
   after the developer's cell, compared by the snapshot's per-variable
   descriptions (name, type, repr with memory addresses masked, shape, len; not
   the size estimate, which depends on how a container was grown, see
-  :func:`~themisto.evaluation.exec.session.state_key`);
+  :func:`~themisto.kernel.forking.state_key`);
 - ``error``: ``EName: evalue`` (one line) when it failed, else null;
 - ``diverged``: the replay of the target step did not reproduce its recorded
   output, so the state differs from what was recorded: the three outcomes are
@@ -29,7 +29,7 @@ One replay per trajectory, one fork per prediction: each trajectory involved
 is replayed once, in one kernel, up to its last step with a prediction; before
 the developer's cell of a step where predictions wait, one silent request runs
 all of them (distinct codes only, the developer's own cell first) through
-:mod:`themisto.kernelside.fork`: the kernel forks itself per prediction, the
+:mod:`themisto.kernel.inside.fork`: the kernel forks itself per prediction, the
 child runs it with its output captured, sends back its output and namespace
 snapshot, and exits; the parent's state is untouched. Then the developer's cell
 runs in the parent, which gives the reference output and state and moves the
@@ -62,7 +62,7 @@ What a prediction can reach (see also SECURITY.md):
   marked ``tampered``.
 
 Modules: :mod:`~themisto.evaluation.exec.inputs` (sample logs, recorded
-steps, provenance options, the plan), :mod:`~themisto.evaluation.exec.session`
+steps, provenance options, the plan), :mod:`~themisto.kernel.forking`
 (the forking replay kernel and its checks), :mod:`~themisto.evaluation.exec.replay`
 (scoring one trajectory), :mod:`~themisto.evaluation.exec.run` (a whole run:
 locks, threads, Ctrl-C), :mod:`~themisto.evaluation.exec.files` (what is written).

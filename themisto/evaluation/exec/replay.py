@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from themisto.evaluation.exec.inputs import Prediction, RecordedStep
-from themisto.evaluation.exec.session import ForkingSession, state_key
 from themisto.exceptions import ThemistoError, short_message
-from themisto.kernelside import fork, wire
-from themisto.recording.kernel import DEAD_KERNEL_ERROR
+from themisto.kernel.forking import ForkingSession, state_key
+from themisto.kernel.inside import fork, wire
+from themisto.kernel.outputs import OutputCollector, normalize_output
+from themisto.kernel.recorder import DEAD_KERNEL_ERROR
+from themisto.kernel.transport import Stopped
 from themisto.recording.options import RecordOptions
-from themisto.recording.outputs import OutputCollector, normalize_output
-from themisto.recording.transport import Stopped
 from themisto.trajectory import Step, Variable
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def parse_outcome(result: wire.ChildResult, options: RecordOptions, before: dict
     """An :class:`Outcome` from a child's result, rendered with the recorder's own output path.
 
     A variable the child's snapshot sends by name alone is unchanged since the
-    snapshot ``before`` the step (see :func:`themisto.kernelside.snapshot.take`).
+    snapshot ``before`` the step (see :func:`themisto.kernel.inside.snapshot.take`).
 
     The result passed through code the prediction could have replaced, so
     every field is checked; a malformed one makes the outcome a failure.

@@ -28,8 +28,8 @@ from themisto.evaluation.exec.inputs import (
 from themisto.evaluation.exec.replay import TrajectoryScores, score_trajectory
 from themisto.exceptions import InputError, OptionError, OutputError
 from themisto.filesystem import ExclusiveLock, lock_path
+from themisto.kernel.recorder import check_options
 from themisto.progress import Progress, ProgressCounter
-from themisto.recording.kernel import check_options
 from themisto.recording.options import RecordOptions, chosen_options
 from themisto.recording.record import select_shard
 
@@ -239,7 +239,7 @@ SANDBOX_ABI = 6
 
 def _check_sandbox() -> None:
     """Refuse, naming ``--no-sandbox``, where predictions cannot get a Landlock domain that scopes signals."""
-    from themisto.kernelside import landlock
+    from themisto.kernel.inside import landlock
 
     abi = landlock.abi_version()
     if abi < SANDBOX_ABI:

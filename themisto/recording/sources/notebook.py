@@ -12,7 +12,7 @@ second to the next, and so on; each session runs by count, a
 with ``order="file"``, cells run top to bottom.
 
 Each counted cell's stored outputs, rendered as the recorder renders outputs
-(:func:`~themisto.recording.outputs.render_outputs`), become the execution's
+(:func:`~themisto.kernel.outputs.render_outputs`), become the execution's
 ``original_output``, so ``stability`` reports replay fidelity for notebooks as
 for JuNE logs. A cell without a count carries none: it did not run.
 """
@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from themisto.exceptions import SourceError, one_line
-from themisto.recording.outputs import joined_text, render_outputs
+from themisto.kernel.outputs import joined_text, render_outputs
 from themisto.recording.sources import EXECUTION, NOTEBOOK_ORDERS, Action, Execute, Restart, SourceTrajectory
 
 

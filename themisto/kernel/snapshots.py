@@ -1,6 +1,6 @@
 """The host's reading of a kernel's snapshot: what it asks for, the answer checked, its faults as ``snapshot_error``.
 
-The snapshot a kernel sends back (see :func:`themisto.kernelside.snapshot.take`)
+The snapshot a kernel sends back (see :func:`themisto.kernel.inside.snapshot.take`)
 is checked, not trusted: each record is validated on arrival (types, 64-bit
 integers, text cleaned of lone surrogates, lengths of names and types), a bad
 record is dropped and named in the step's ``snapshot_error``, and a snapshot the
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import TrajectoryError
-from themisto.kernelside import snapshot, wire
+from themisto.kernel.inside import snapshot, wire
+from themisto.kernel.outputs import cap_text, scrub
+from themisto.kernel.transport import Execution, exit_status
 from themisto.recording.options import RecordOptions
-from themisto.recording.outputs import cap_text, scrub
-from themisto.recording.transport import Execution, exit_status
 from themisto.trajectory import Variable, record_from_dict, variable_json
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from themisto.kernelside import snapshot, wire
-from themisto.recording import inject
-from themisto.recording.kernel import Recorder
+from themisto.kernel import inject
+from themisto.kernel.inside import snapshot, wire
+from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 
 KERNEL_OPTIONS = RecordOptions(timeout=30, repr_timeout=5)  # the shared `kernel` fixture's (tests/conftest.py)

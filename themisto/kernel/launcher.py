@@ -1,4 +1,4 @@
-"""Supervise one kernel: ``python -m themisto.recording.launcher --parent PID [LIMITS] -- KERNEL_COMMAND...``.
+"""Supervise one kernel: ``python -m themisto.kernel.launcher --parent PID [LIMITS] -- KERNEL_COMMAND...``.
 
 Every kernel the recorder starts runs under this launcher, which stays its
 parent for the kernel's whole life (Linux; elsewhere it only sets the limits
@@ -32,7 +32,7 @@ and waits):
     (restarts start afresh). At the limit the kernel gets ``SIGXCPU`` and dies;
     one second later ``SIGKILL`` ends a kernel that ignores it.
 - The kernel is confined (unless ``--no-sandbox``): just before it becomes the kernel command it enters a
-  Landlock domain (:mod:`themisto.kernelside.landlock`) in which it may write only beneath the ``--writable``
+  Landlock domain (:mod:`themisto.kernel.inside.landlock`) in which it may write only beneath the ``--writable``
   paths (its working directory and private folders), connect or bind no TCP socket (unless
   ``--allow-network``; it may bind the ``--bind-port`` ports, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
   this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
@@ -55,9 +55,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from themisto.kernelside import landlock
+from themisto.kernel.inside import landlock
 
-MODULE = "themisto.recording.launcher"
+MODULE = "themisto.kernel.launcher"
 # Seconds past the CPU limit at which the kernel is killed if it survived SIGXCPU.
 CPU_KILL_GRACE = 1
 # Rounds of "kill every descendant" before giving up on a process that forks faster than it is killed.

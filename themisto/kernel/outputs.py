@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from themisto.kernelside import snapshot
+from themisto.kernel.inside import snapshot
 
 # Ends a recorded output cut at RecordOptions.max_output_chars. It is part of the recorded output, so of
 # the target a model predicts, and names the full length; the builder's PROMPT_REPR_TRUNCATION_MARK

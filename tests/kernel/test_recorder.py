@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from themisto.recording.environment import is_credential, kernel_environment
-from themisto.recording.kernel import Recorder
+from themisto.kernel.environment import is_credential, kernel_environment
+from themisto.kernel.outputs import cap_text, render_outputs
+from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
-from themisto.recording.outputs import cap_text, render_outputs
 
 KERNEL_OPTIONS = RecordOptions(timeout=3, repr_timeout=0.3, max_output_chars=200, max_raw_output_chars=1000)
 

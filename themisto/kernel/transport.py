@@ -2,7 +2,7 @@
 
 The notebook's code runs only inside the kernel subprocess, started in the
 chosen working directory with an allowlisted environment, inside a Landlock
-sandbox (see :mod:`themisto.recording.launcher`) that lets it write only
+sandbox (see :mod:`themisto.kernel.launcher`) that lets it write only
 beneath that directory and its private folders.
 
 Whatever the kernel does, a request ends in an :class:`Execution`: a request
@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError, KernelError
-from themisto.kernelside import snapshot
-from themisto.recording.environment import (
+from themisto.kernel.environment import (
     allowed_environment,
     check_kernel,
     check_sandbox,
@@ -42,8 +41,9 @@ from themisto.recording.environment import (
     supervised_kernel_manager,
     undumpable,
 )
+from themisto.kernel.inside import snapshot
+from themisto.kernel.outputs import OutputCollector
 from themisto.recording.options import RecordOptions
-from themisto.recording.outputs import OutputCollector
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class KernelSession:
 
     Setting ``stop`` makes a start or a request in progress raise :class:`Stopped`
     within :data:`POLL_INTERVAL` seconds. While a session runs, the calling process
-    is not dumpable (see :func:`~themisto.recording.environment.undumpable`), so
+    is not dumpable (see :func:`~themisto.kernel.environment.undumpable`), so
     the kernel cannot read its environment through ``/proc``.
     """
 
@@ -182,7 +182,7 @@ class KernelSession:
                 if self.options.max_memory is not None:
                     hint = f" (is the memory limit of {self.options.max_memory} bytes too small?)"
                 raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
-        # the kernel is the launcher's one child (see themisto.recording.launcher)
+        # the kernel is the launcher's one child (see themisto.kernel.launcher)
         launcher = psutil.Process(self._manager.provisioner.pid)
         children = launcher.children()
         self._process = children[0] if children else launcher

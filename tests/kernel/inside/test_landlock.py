@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from repository import REPOSITORY
 
-from themisto.kernelside import landlock
+from themisto.kernel.inside import landlock
 
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI >= 6")
 
@@ -22,7 +22,7 @@ def confined(body: str, writable: list[str], **options: object) -> dict[str, obj
     """Run ``body`` in a fresh interpreter after ``confine(writable, **options)``; the dict it prints as JSON."""
     script = (
         "import json, os, socket, sys\n"
-        "from themisto.kernelside import landlock\n"
+        "from themisto.kernel.inside import landlock\n"
         f"abi = landlock.confine({writable!r}, **{options!r})\n"
         "result = {'abi': abi}\n"
         "def attempt(name, action):\n"

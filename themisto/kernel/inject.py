@@ -1,4 +1,4 @@
-"""Host side of the kernel boundary: the code that installs :mod:`themisto.kernelside` in a kernel, and the
+"""Host side of the kernel boundary: the code that installs :mod:`themisto.kernel.inside` in a kernel, and the
 ``user_expression`` texts that call it.
 
 A kernel-side module is sent as source text and executed into a private module of ``sys.modules`` (no name is
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from themisto.kernelside import fork, landlock, snapshot, wire
+from themisto.kernel.inside import fork, landlock, snapshot, wire
 
 
 def module_install_code(path: str, name: str, filename: str, after: str | None = None) -> str:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themisto.kernelside import snapshot
-from themisto.recording.kernel import Recorder
+from themisto.kernel.inside import snapshot
+from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 
 KERNEL_OPTIONS = RecordOptions(timeout=20)  # the shared `kernel` fixture's (tests/conftest.py)

@@ -1,9 +1,9 @@
 """A recorder: one kernel driven through a sequence of cells, each recorded as a :class:`Step`.
 
 The :class:`Recorder` composes the kernel process and its channels
-(:mod:`themisto.recording.transport`) and the reading of its snapshots
-(:mod:`themisto.recording.snapshots`). The runtime snapshot (see
-:mod:`themisto.kernelside.snapshot`) rides on each cell's own execute request
+(:mod:`themisto.kernel.transport`) and the reading of its snapshots
+(:mod:`themisto.kernel.snapshots`). The runtime snapshot (see
+:mod:`themisto.kernel.inside.snapshot`) rides on each cell's own execute request
 as a ``user_expression``, evaluated after the cell without a second round
 trip; ipykernel skips user expressions when the cell raises, so after an error
 a silent execution takes it instead. Either way the user's history and
@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from themisto.exceptions import InputError, KernelError
-from themisto.kernelside import snapshot, wire
-from themisto.recording import inject
-from themisto.recording.environment import check_kernel, check_sandbox, sandbox_in_force
+from themisto.kernel import inject
+from themisto.kernel.environment import check_kernel, check_sandbox, sandbox_in_force
+from themisto.kernel.inside import snapshot, wire
+from themisto.kernel.outputs import cap_text, render_outputs, scrub
+from themisto.kernel.snapshots import Snapshot, SnapshotReader, snapshot_fault
+from themisto.kernel.transport import KERNEL_START_TIMEOUT, Execution, KernelSession, exit_status
 from themisto.recording.options import RecordOptions
-from themisto.recording.outputs import cap_text, render_outputs, scrub
-from themisto.recording.snapshots import Snapshot, SnapshotReader, snapshot_fault
-from themisto.recording.transport import KERNEL_START_TIMEOUT, Execution, KernelSession, exit_status
 from themisto.trajectory import RECORDING_STOPPED_ERROR, Step, Variable, state_hash
 
 log = logging.getLogger(__name__)
@@ -64,11 +64,11 @@ class Recorder:
     a step an earlier recording did not finish, without running it;
     ``restart`` restarts the kernel and marks the next step ``restarted``.
     Setting ``stop`` makes the cell in progress raise
-    :class:`~themisto.recording.transport.Stopped` within
-    :data:`~themisto.recording.transport.POLL_INTERVAL` seconds.
+    :class:`~themisto.kernel.transport.Stopped` within
+    :data:`~themisto.kernel.transport.POLL_INTERVAL` seconds.
 
     While a recorder runs, the calling process is not dumpable (see
-    :class:`~themisto.recording.transport.KernelSession`), so the kernel cannot
+    :class:`~themisto.kernel.transport.KernelSession`), so the kernel cannot
     read its environment through ``/proc``.
     """
 
@@ -270,7 +270,7 @@ class Recorder:
     def _expression(self) -> str:
         return inject.snapshot_expression(self.snapshot_request())
 
-    # what execution-checked scoring composes (themisto.evaluation.exec.session)
+    # what execution-checked scoring composes (themisto.kernel.forking)
 
     def snapshot_request(self) -> wire.SnapshotRequest:
         """The snapshot this recorder's options ask for, naming the last snapshot it received."""

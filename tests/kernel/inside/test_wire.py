@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from themisto.kernelside import fork, wire
-from themisto.recording.kernel import Recorder
+from themisto.kernel.inside import fork, wire
+from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 
 
@@ -21,7 +21,7 @@ def test_a_snapshot_request_carries_every_option_the_snapshot_reads(tmp_path: ob
 def test_no_kernel_side_entry_point_has_a_default_of_its_own() -> None:
     import inspect
 
-    from themisto.kernelside import snapshot
+    from themisto.kernel.inside import snapshot
 
     for function in (snapshot.take, fork.run):
         assert all(p.default is inspect.Parameter.empty for p in inspect.signature(function).parameters.values())

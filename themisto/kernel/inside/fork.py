@@ -5,8 +5,8 @@ trajectory once and, at each step where predictions wait, runs every
 prediction in the state *before* that step. The scorer sends this module's
 source text to the kernel, which executes it into a private module registered
 as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
-:mod:`themisto.kernelside.snapshot`), and evaluates :func:`run` on a
-:class:`~themisto.kernelside.wire.ForkRequest` as the ``user_expression`` of a
+:mod:`themisto.kernel.inside.snapshot`), and evaluates :func:`run` on a
+:class:`~themisto.kernel.inside.wire.ForkRequest` as the ``user_expression`` of a
 silent execute request. :func:`run` first opens every cell's code file and
 deletes it, so the kernel never holds a cell's text; then for each cell it:
 
@@ -35,7 +35,7 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    write to the history database, no execution count; the cell is only added to the in-memory history, where
    IPython looks for a trailing ``;``, see :func:`_as_last_input`); sends the outcome and
    the captured messages through a pipe; takes the snapshot of its namespace
-   (:func:`themisto.kernelside.snapshot.take`, reusing the parent's description
+   (:func:`themisto.kernel.inside.snapshot.take`, reusing the parent's description
    cache copy-on-write); sends it; and leaves by ``os._exit``, never returning
    into the kernel;
 4. in the parent: reads the child's frames until the cell's deadline (then the
@@ -48,7 +48,7 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    and overlap the cells instead of adding to them.
 
 Each frame is one line of JSON; together they make a
-:class:`~themisto.kernelside.wire.ChildResult`. The module uses only the
+:class:`~themisto.kernel.inside.wire.ChildResult`. The module uses only the
 standard library and IPython (present in any IPython kernel), and is
 importable in-process so its helpers are tested directly.
 """
@@ -72,7 +72,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
-    from themisto.kernelside.wire import ForkRequest
+    from themisto.kernel.inside.wire import ForkRequest
 
 MODULE_NAME = "_themisto_fork"
 SNAPSHOT_MODULE = "_themisto_snapshot"

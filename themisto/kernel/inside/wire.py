@@ -1,12 +1,12 @@
 """The records that cross the kernel boundary: what the host asks of a kernel-side function, and what comes back.
 
 The host builds a request from its :class:`~themisto.recording.options.RecordOptions` (see
-:mod:`themisto.recording.inject`); the kernel decodes the same class from JSON and hands it to the kernel-side
+:mod:`themisto.kernel.inject`); the kernel decodes the same class from JSON and hands it to the kernel-side
 function, which reads every setting from it and has no defaults of its own. The host decodes each answer
 with the result class, which refuses missing, extra or mistyped fields (the answer passed through a process
 that runs untrusted code).
 
-A module of :mod:`themisto.kernelside`: standard library only, sent to the kernel as source text (and so
+A module of :mod:`themisto.kernel.inside`: standard library only, sent to the kernel as source text (and so
 without ``from __future__ import annotations``: a dataclass of a module not yet in ``sys.modules`` needs its
 annotations evaluated).
 """

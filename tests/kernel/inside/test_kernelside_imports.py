@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from themisto import kernelside
+from themisto.kernel import inside
 
-KERNELSIDE = Path(kernelside.__file__).parent
+KERNELSIDE = Path(inside.__file__).parent
 MODULES = sorted(path for path in KERNELSIDE.glob("*.py") if path.name != "__init__.py")
 # What a running IPython kernel has loaded already; nothing else outside the standard library.
 KERNEL_PACKAGES = {"IPython", "ipykernel"}
@@ -23,7 +23,7 @@ def _type_checking_only(tree: ast.AST) -> set[ast.AST]:
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
             for child in node.body:
-                if isinstance(child, ast.ImportFrom) and (child.module or "").startswith("themisto.kernelside."):
+                if isinstance(child, ast.ImportFrom) and (child.module or "").startswith("themisto.kernel.inside."):
                     found.add(child)
     return found
 
@@ -70,7 +70,9 @@ def test_the_check_sees_every_form_of_import() -> None:
     source = "import numpy.linalg\nfrom themisto import x\nfrom . import sibling\n__import__('pandas')\nimport os"
     assert foreign(imported_names(source)) == {"numpy", "themisto", ".", "pandas"}
     # only a sibling's types, only for the type checker
-    typing_only = "if TYPE_CHECKING:\n    from themisto.kernelside.wire import R\n    from themisto.recording import Q"
+    typing_only = (
+        "if TYPE_CHECKING:\n    from themisto.kernel.inside.wire import R\n    from themisto.recording import Q"
+    )
     assert foreign(imported_names(typing_only)) == {"themisto"}
 
 

@@ -20,7 +20,7 @@ from themisto.building.history import Example
 from themisto.building.parquet import build_dataset
 from themisto.building.prompts import RUNTIME_FORMATS, RenderOptions, render_pair, shown_variables
 from themisto.building.selection import SelectionOptions
-from themisto.kernelside import snapshot
+from themisto.kernel.inside import snapshot
 from themisto.recording.record import record_source
 from themisto.trajectory import Variable, read_trajectory
 from themisto.vocabulary import OUTPUT_PREDICTION

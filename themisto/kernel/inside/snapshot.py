@@ -47,7 +47,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
-    from themisto.kernelside.wire import SnapshotRequest
+    from themisto.kernel.inside.wire import SnapshotRequest
 
 MODULE_NAME = "_themisto_snapshot"
 
@@ -689,7 +689,7 @@ class JsonText:
 def take(request: SnapshotRequest) -> JsonText:
     """Snapshot the running IPython shell's user namespace (the kernel-side entry point).
 
-    Returns a :class:`~themisto.kernelside.wire.SnapshotResult` as JSON text: the
+    Returns a :class:`~themisto.kernel.inside.wire.SnapshotResult` as JSON text: the
     first ``request.max_variables`` variables by name, and how many more there
     were (``omitted``). ``request.known`` is the generation of the last snapshot the recorder
     received; if it is this cache's latest, a variable whose description is

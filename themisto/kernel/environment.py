@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themisto.exceptions import InputError
-from themisto.kernelside import landlock
+from themisto.kernel.inside import landlock
 
 if TYPE_CHECKING:
-    from themisto.recording.launcher import Sandbox
+    from themisto.kernel.launcher import Sandbox
 
 # Environment variables whose name contains one of these words (split on anything but letters and
 # digits) are credentials and never reach the kernel: AWS_SECRET_ACCESS_KEY, HF_TOKEN, GITHUB_PAT, ...
@@ -213,7 +213,7 @@ GPU_DEVICES = "/dev/nvidia*"
 
 def kernel_sandbox(writable: Collection[Path], allow_network: bool) -> Sandbox:
     """The sandbox of a kernel that may write beneath ``writable`` (and to the devices it needs)."""
-    from themisto.recording.launcher import Sandbox
+    from themisto.kernel.launcher import Sandbox
 
     paths = [str(Path(path).resolve()) for path in writable] + list(WRITABLE_DEVICES) + sorted(glob.glob(GPU_DEVICES))
     return Sandbox(tuple(paths), allow_network)
@@ -315,7 +315,7 @@ def supervised_kernel_manager(
 ) -> Any:
     """A kernel manager for ``kernel_name`` whose kernel (and its restarts) runs under the launcher.
 
-    The launcher (:mod:`themisto.recording.launcher`) applies the limits, confines the kernel to
+    The launcher (:mod:`themisto.kernel.launcher`) applies the limits, confines the kernel to
     ``sandbox`` (None: unconfined) and kills every process the kernel started when the kernel is shut
     down. Over ``ipc`` (the default) the sandbox may write the socket folder; over ``tcp`` it may bind
     the kernel's own five ports and no other, so a process that enters a domain of its own inside it (a
@@ -323,7 +323,7 @@ def supervised_kernel_manager(
     """
     from jupyter_client.manager import KernelManager
 
-    from themisto.recording.launcher import launcher_command
+    from themisto.kernel.launcher import launcher_command
 
     class SupervisedKernelManager(KernelManager):
         def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:

@@ -11,7 +11,7 @@ lifted. Inside the domain:
 - with ``scope``, signals and abstract unix sockets reach only processes of the same domain or one nested in
   it (ABI >= 6); ptrace, and so ``/proc/<pid>/mem`` of any process outside the domain, is refused at every ABI.
 
-A module of :mod:`themisto.kernelside`, it imports only the standard library, so a kernel or a forked
+A module of :mod:`themisto.kernel.inside`, it imports only the standard library, so a kernel or a forked
 prediction can run it as sent.
 """
 

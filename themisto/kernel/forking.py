@@ -1,8 +1,8 @@
 """A replay kernel that can also run cells in forked, confined children, and check that they left it alone.
 
-:class:`ForkingSession` composes a :class:`~themisto.recording.kernel.Recorder` (the recorder of
+:class:`ForkingSession` composes a :class:`~themisto.kernel.recorder.Recorder` (the recorder of
 ``themisto record``, with its credential scrubbing, resource limits and timeouts): the recorder runs the
-replay's own cells; the session adds the forked run of :mod:`themisto.kernelside.fork` and the checks
+replay's own cells; the session adds the forked run of :mod:`themisto.kernel.inside.fork` and the checks
 that a forked run changed neither the replay's namespace nor its working folder.
 """
 
@@ -19,12 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from themisto.kernelside import wire
-from themisto.recording import inject
-from themisto.recording.kernel import Recorder
+from themisto.kernel import inject
+from themisto.kernel.inside import wire
+from themisto.kernel.outputs import normalize_output
+from themisto.kernel.recorder import Recorder
+from themisto.kernel.transport import KERNEL_START_TIMEOUT, Execution
 from themisto.recording.options import RecordOptions
-from themisto.recording.outputs import normalize_output
-from themisto.recording.transport import KERNEL_START_TIMEOUT, Execution
 from themisto.trajectory import Step, Variable, state_hash
 
 

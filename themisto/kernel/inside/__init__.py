@@ -1,0 +1,12 @@
+"""Code that runs inside the user's kernel: the namespace snapshot and the forked run of predictions.
+
+Each module here is sent to a kernel as source text and executed into a private module of ``sys.modules``
+(:mod:`themisto.kernel.inject` does that and builds the expressions that call it), so a module here imports
+only the standard library (and IPython objects the kernel already has), never another Themisto module; a test
+fails on any other import. They are importable in-process, so their helpers are tested directly.
+
+- :mod:`themisto.kernel.inside.snapshot`: describes the user namespace after each cell (``take``).
+- :mod:`themisto.kernel.inside.fork`: runs predictions in forked copies of the kernel (``run``).
+- :mod:`themisto.kernel.inside.landlock`: confines a process with Linux Landlock (``confine``).
+- :mod:`themisto.kernel.inside.wire`: the request and result records both sides of the boundary share.
+"""
