@@ -20,10 +20,15 @@ import dataclasses
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from themisto.exceptions import InputError, OptionError
 
+# What an option is to a run, beyond what it sets: "environment", where, with what resources and how confined
+# a kernel runs (a replay may change it to suit its machine); "trust", how far the kernel is trusted (the
+# caller's alone: never saved with a trajectory nor taken from one); "run_control", what a run does with files
+# that exist (never saved).
+Category = Literal["environment", "trust", "run_control"]
 # What is wrong with a value, as the end of a sentence that starts with the option ("must be at least 1"),
 # or None when nothing is.
 Check = Callable[[Any], str | None]
@@ -47,6 +52,7 @@ class Declared:
     check: Check | None = None  # beyond choices; None values (unset) are never checked
     default_text: str | None = None  # how help shows the default; None: the default itself; "": not shown
     repeatable: bool = False  # the flag may be given several times, each adding one value to a tuple
+    categories: tuple[Category, ...] = ()  # what the option is to a run (see Category)
 
 
 def option(default: Any, help: str, **declared: Any) -> Any:
@@ -59,6 +65,11 @@ def declarations(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Declared]]
     for field in dataclasses.fields(cls):
         if _KEY in field.metadata:
             yield field, field.metadata[_KEY]
+
+
+def declared_names(cls: type, category: Category) -> tuple[str, ...]:
+    """The declared options of ``cls`` in ``category``, in declaration order."""
+    return tuple(field.name for field, declared in declarations(cls) if category in declared.categories)
 
 
 def check_declared(instance: object) -> None:

@@ -24,7 +24,8 @@ from themisto.cli.options import error_line
 from themisto.declaration import declarations, declared_values, flag_of, parse_size
 from themisto.evaluation.data import data_location
 from themisto.exceptions import InputError, OptionError, ReplayDivergedError, ThemistoError, keyword_spelling
-from themisto.recording.options import ENVIRONMENT, RECORDED, RUN_CONTROL, TRUST, RecordOptions
+from themisto.kernel import ENVIRONMENT, TRUST
+from themisto.recording.options import RECORDED, RUN_CONTROL, RecordOptions
 from themisto.recording.record import record_source
 from themisto.recording.stability import check_stability
 

@@ -16,8 +16,9 @@ import pytest
 from themisto import __version__
 from themisto.cli import main
 from themisto.exceptions import InputError, OptionError
+from themisto.kernel import with_recorded
 from themisto.kernel.inside import landlock, snapshot
-from themisto.recording.options import RecordOptions, with_recorded
+from themisto.recording.options import RecordOptions
 from themisto.recording.provenance import read_provenance, sidecar
 from themisto.recording.record import record_source
 from themisto.recording.sources import JUNE_PLUGIN_PATTERN

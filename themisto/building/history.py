@@ -234,7 +234,7 @@ def iter_contexts(
     ``max_context_chars`` bounds the history (0: the whole history); with ``mask_machine_text``, outputs
     (history and targets) are masked as :func:`themisto.kernel.outputs.mask_machine_text` says.
     """
-    from themisto.kernel.outputs import mask_machine_text as mask
+    from themisto.kernel import mask_machine_text as mask
 
     for path in paths:
         environment = kernel_environment(path)

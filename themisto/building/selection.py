@@ -171,7 +171,7 @@ def scan(
     (the build takes an equal hash for an unchanged state); a step id found in two
     files is an error of the corpus, not of either file. ``progress`` counts files.
     """
-    from themisto.kernel.outputs import mask_machine_text as mask
+    from themisto.kernel import mask_machine_text as mask
 
     stats: list[StepStats] = []
     skipped: dict[Path, str] = {}

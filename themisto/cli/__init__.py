@@ -95,7 +95,7 @@ def _reexec_without_credentials(keep: Sequence[str]) -> None:
     passes to the kernels anyway (``--pass-env``).
     """
     from themisto.exceptions import KernelError
-    from themisto.kernel.environment import has_credentials, kernel_environment
+    from themisto.kernel import has_credentials, kernel_environment
 
     if not has_credentials(os.environ, keep):
         return

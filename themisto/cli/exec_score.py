@@ -16,7 +16,7 @@ from themisto.cli.options import (
     record_options,
 )
 from themisto.exceptions import ThemistoError
-from themisto.recording.options import ENVIRONMENT
+from themisto.kernel import ENVIRONMENT
 from themisto.vocabulary import EXEC_METRICS, REFERENCE_MODEL
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from themisto.declaration import add_declared_arguments, declared_values
 from themisto.exceptions import CallerSpelledError, InputError, one_line
-from themisto.recording.options import ENVIRONMENT, RecordOptions
+from themisto.kernel import ENVIRONMENT
+from themisto.recording.options import RecordOptions
 from themisto.vocabulary import DATA_ENV
 
 if TYPE_CHECKING:

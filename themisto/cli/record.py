@@ -14,7 +14,8 @@ from themisto.cli.options import (
     record_options,
 )
 from themisto.declaration import add_declared_arguments, declared_values
-from themisto.recording.options import ENVIRONMENT, RECORDED, RUN_CONTROL, TRUST, RecordOptions
+from themisto.kernel import ENVIRONMENT, TRUST
+from themisto.recording.options import RECORDED, RUN_CONTROL, RecordOptions
 
 # What the options recorded beyond the environment decide: how much of each step is kept, which cells run.
 _STEP_OPTIONS = tuple(name for name in RECORDED if name not in ENVIRONMENT)

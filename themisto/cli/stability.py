@@ -8,7 +8,8 @@ from pathlib import Path
 
 from themisto.cli.options import ProgressBars, add_kernel_arguments, add_quiet_argument, record_options
 from themisto.declaration import add_declared_arguments
-from themisto.recording.options import ENVIRONMENT, RecordOptions
+from themisto.kernel import ENVIRONMENT
+from themisto.recording.options import RecordOptions
 from themisto.vocabulary import INSTABILITY_CAUSES
 
 

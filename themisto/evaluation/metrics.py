@@ -14,7 +14,7 @@ from collections import Counter
 
 from rapidfuzz.distance import LCSseq
 
-from themisto.kernel.outputs import normalize_output
+from themisto.kernel import normalize_output
 
 # rouge_score's default tokeniser lowercases, replaces every run of characters
 # outside [a-z0-9] by a space and splits. The same tokens come out, several

@@ -3,6 +3,7 @@
 A stage imports the names below from this package, never one of its modules. The code that runs inside the
 kernel is the sub-package :mod:`themisto.kernel.inside` (standard library only).
 
+- :mod:`~themisto.kernel.options`: the kernel's options, and how a trajectory's own options prevail
 - :mod:`~themisto.kernel.environment`: the kernel's scrubbed environment, kernel spec and limits
 - :mod:`~themisto.kernel.launcher`: the process that supervises a kernel: limits, no process left behind
 - :mod:`~themisto.kernel.transport`: one kernel process, its channels, an execute request and its faults
@@ -13,3 +14,48 @@ kernel is the sub-package :mod:`themisto.kernel.inside` (standard library only).
 - :mod:`~themisto.kernel.outputs`: outputs collected, rendered as text, normalised
 - :mod:`~themisto.kernel.inside`: the code that runs inside the kernel
 """
+
+from themisto.kernel.environment import has_credentials, kernel_environment
+from themisto.kernel.forking import ForkingSession, check_fork_sandbox, state_key
+from themisto.kernel.inside.fork import copy_tree
+from themisto.kernel.inside.snapshot import clean_text
+from themisto.kernel.inside.wire import ChildResult, SnapshotResult
+from themisto.kernel.options import ENVIRONMENT, TRUST, KernelOptions, chosen_options, saved_options, with_recorded
+from themisto.kernel.outputs import (
+    MEMORY_ADDRESS,
+    OutputCollector,
+    joined_text,
+    mask_machine_text,
+    normalize_output,
+    render_outputs,
+)
+from themisto.kernel.recorder import DEAD_KERNEL_ERROR, Recorder, check_options
+from themisto.kernel.transport import Stopped
+
+__all__ = [
+    "ChildResult",
+    "DEAD_KERNEL_ERROR",
+    "ENVIRONMENT",
+    "ForkingSession",
+    "KernelOptions",
+    "MEMORY_ADDRESS",
+    "OutputCollector",
+    "Recorder",
+    "SnapshotResult",
+    "Stopped",
+    "TRUST",
+    "check_fork_sandbox",
+    "check_options",
+    "chosen_options",
+    "clean_text",
+    "copy_tree",
+    "has_credentials",
+    "joined_text",
+    "kernel_environment",
+    "mask_machine_text",
+    "normalize_output",
+    "render_outputs",
+    "saved_options",
+    "state_key",
+    "with_recorded",
+]

@@ -19,12 +19,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from themisto.exceptions import OptionError
 from themisto.kernel import inject
-from themisto.kernel.inside import wire
+from themisto.kernel.inside import landlock, wire
+from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import normalize_output
 from themisto.kernel.recorder import Recorder
 from themisto.kernel.transport import KERNEL_START_TIMEOUT, Execution
-from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, Variable, state_hash
 
 
@@ -64,7 +65,7 @@ class ForkingSession:
         self,
         trajectory_id: str,
         workdir: Path,
-        options: RecordOptions,
+        options: KernelOptions,
         scratch: Path,
         *,
         stop: threading.Event | None = None,
@@ -173,6 +174,23 @@ class ForkingSession:
         if now.error is not None or state_key(now.variables) != state_key(list(checkpoint.namespace.values())):
             return "the replay's namespace"
         return None
+
+
+# The Landlock ABI a prediction's domain needs: 6, the first that scopes signals and abstract unix sockets.
+SANDBOX_ABI = 6
+
+
+def check_fork_sandbox() -> None:
+    """Refuse, naming ``--no-sandbox``, where predictions cannot get a Landlock domain that scopes signals."""
+    abi = landlock.abi_version()
+    if abi < SANDBOX_ABI:
+        raise OptionError(
+            "this system offers Landlock ABI {abi}, and a prediction's sandbox needs {needed} (scoped signals):"
+            " run without it with {sandbox:False}, knowing a prediction can then reach the replay kernel and the"
+            " scorer",
+            abi=abi,
+            needed=SANDBOX_ABI,
+        )
 
 
 def state_key(variables: Sequence[Variable]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from themisto.kernel.inside import snapshot
 
-# Ends a recorded output cut at RecordOptions.max_output_chars. It is part of the recorded output, so of
+# Ends a recorded output cut at KernelOptions.max_output_chars. It is part of the recorded output, so of
 # the target a model predicts, and names the full length; the builder's PROMPT_REPR_TRUNCATION_MARK
 # (themisto.building.prompts) is another mark, for reprs cut in a prompt.
 OUTPUT_TRUNCATION_MARKER = "\n... [output truncated: {length} characters in all]"

@@ -32,10 +32,10 @@ from themisto.exceptions import InputError, KernelError
 from themisto.kernel import inject
 from themisto.kernel.environment import check_kernel, check_sandbox, sandbox_in_force
 from themisto.kernel.inside import snapshot, wire
+from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import cap_text, render_outputs, scrub
 from themisto.kernel.snapshots import Snapshot, SnapshotReader, snapshot_fault
 from themisto.kernel.transport import KERNEL_START_TIMEOUT, Execution, KernelSession, exit_status
-from themisto.recording.options import RecordOptions
 from themisto.trajectory import RECORDING_STOPPED_ERROR, Step, Variable, state_hash
 
 log = logging.getLogger(__name__)
@@ -44,11 +44,11 @@ log = logging.getLogger(__name__)
 DEAD_KERNEL_ERROR = "DeadKernelError"
 
 
-def check_options(options: RecordOptions) -> None:
+def check_options(options: KernelOptions) -> None:
     """Raise :class:`InputError` for what the options need of this machine and it lacks, before any kernel starts.
 
     A working directory, the kernel, the sandbox: the values themselves were checked when the options were
-    made (:class:`RecordOptions` declares its checks).
+    made (:class:`KernelOptions` declares its checks).
     """
     if options.workdir is not None and not Path(options.workdir).is_dir():
         raise InputError(f"working directory {options.workdir} does not exist")
@@ -74,7 +74,7 @@ class Recorder:
 
     trajectory_id: str
     workdir: Path
-    options: RecordOptions = field(default_factory=RecordOptions)
+    options: KernelOptions = field(default_factory=KernelOptions)
     next_step: int = 0
     stop: threading.Event | None = None
     installs: tuple[str, ...] = ()  # more code run silently in every kernel this recorder starts, after its own

@@ -19,9 +19,9 @@ from typing import Any
 
 from themisto.exceptions import TrajectoryError
 from themisto.kernel.inside import snapshot, wire
+from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import cap_text, scrub
 from themisto.kernel.transport import Execution, exit_status
-from themisto.recording.options import RecordOptions
 from themisto.trajectory import Variable, record_from_dict, variable_json
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class SnapshotReader:
     module is broken; whoever installs it again clears it.
     """
 
-    def __init__(self, trajectory_id: str, options: RecordOptions) -> None:
+    def __init__(self, trajectory_id: str, options: KernelOptions) -> None:
         self.trajectory_id, self.options = trajectory_id, options
         self.reinstall = False
         # the last snapshot received: its kernel-side generation and, by name, each variable and its

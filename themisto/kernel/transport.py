@@ -42,8 +42,8 @@ from themisto.kernel.environment import (
     undumpable,
 )
 from themisto.kernel.inside import snapshot
+from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import OutputCollector
-from themisto.recording.options import RecordOptions
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class KernelSession:
     """
 
     workdir: Path
-    options: RecordOptions
+    options: KernelOptions
     writable: tuple[Path, ...]  # where the sandboxed kernel may write, beyond its private folders
     transport: str = "ipc"  # how the kernel's channels run (see environment.supervised_kernel_manager)
     stop: threading.Event | None = None

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from themisto.kernel.outputs import MEMORY_ADDRESS
+from themisto.kernel import MEMORY_ADDRESS
 from themisto.vocabulary import INSTABILITY_CAUSES
 
 # Code that draws random numbers: the stdlib, numpy, torch, pandas/sklearn sampling, uuids, OS entropy.

@@ -21,12 +21,18 @@ from themisto.exceptions import (
     ThemistoError,
 )
 from themisto.filesystem import ExclusiveLock, lock_path, partial_path, prepare_output_folder
-from themisto.kernel.inside import snapshot
-from themisto.kernel.outputs import MEMORY_ADDRESS, normalize_output
-from themisto.kernel.recorder import Recorder, check_options
-from themisto.kernel.transport import Stopped
+from themisto.kernel import (
+    MEMORY_ADDRESS,
+    Recorder,
+    Stopped,
+    check_options,
+    chosen_options,
+    clean_text,
+    normalize_output,
+    with_recorded,
+)
 from themisto.progress import Progress, ProgressCounter
-from themisto.recording.options import RecordOptions, chosen_options, with_recorded
+from themisto.recording.options import RecordOptions
 from themisto.recording.provenance import (
     RECORDED_BY,
     Provenance,
@@ -287,7 +293,7 @@ def _check_resumable(path: Path, done: list[Step], executions: list[Execute]) ->
     if len(done) > len(executions):
         raise SourceError(f"{path} has {len(done)} steps but its source has only {len(executions)} executions")
     for recorded, execution in zip(done, executions):
-        if recorded.code != snapshot.clean_text(execution.code):
+        if recorded.code != clean_text(execution.code):
             raise OptionError(
                 "{path}: step {step} does not match its source's code; re-record it with {overwrite:True}",
                 path=path,

@@ -35,11 +35,18 @@ from typing import Any
 
 from themisto.exceptions import InputError, OptionError
 from themisto.filesystem import write_atomically
-from themisto.kernel.outputs import normalize_output
-from themisto.kernel.recorder import DEAD_KERNEL_ERROR, Recorder, check_options
+from themisto.kernel import (
+    DEAD_KERNEL_ERROR,
+    ENVIRONMENT,
+    Recorder,
+    check_options,
+    chosen_options,
+    normalize_output,
+    with_recorded,
+)
 from themisto.progress import Progress, ProgressCounter
 from themisto.recording.instability import instability_causes
-from themisto.recording.options import ENVIRONMENT, RecordOptions, chosen_options, with_recorded
+from themisto.recording.options import RecordOptions
 from themisto.recording.provenance import copy_provenance, read_provenance
 from themisto.trajectory import Step, read_trajectory, trajectory_files, write_trajectory
 from themisto.vocabulary import INSTABILITY_CAUSES

@@ -14,8 +14,9 @@ from typing import Any
 from themisto.evaluation.exec.files import exec_samples_name
 from themisto.exceptions import InputError, OptionError, short_message
 from themisto.jsonl import iter_json_objects
+from themisto.kernel import ENVIRONMENT, with_recorded
 from themisto.lm_eval_files import find_sample_log_files, newest_sample_logs
-from themisto.recording.options import ENVIRONMENT, RecordOptions, with_recorded
+from themisto.recording.options import RecordOptions
 from themisto.recording.provenance import read_provenance
 from themisto.trajectory import Step, is_recording_stopped, trajectory_files
 from themisto.vocabulary import (

@@ -24,11 +24,17 @@ from typing import Any
 
 from themisto.evaluation.exec.inputs import Prediction, RecordedStep
 from themisto.exceptions import ThemistoError, short_message
-from themisto.kernel.forking import ForkingSession, state_key
-from themisto.kernel.inside import fork, wire
-from themisto.kernel.outputs import OutputCollector, normalize_output
-from themisto.kernel.recorder import DEAD_KERNEL_ERROR
-from themisto.kernel.transport import Stopped
+from themisto.kernel import (
+    DEAD_KERNEL_ERROR,
+    ChildResult,
+    ForkingSession,
+    OutputCollector,
+    SnapshotResult,
+    Stopped,
+    copy_tree,
+    normalize_output,
+    state_key,
+)
 from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, Variable
 
@@ -60,7 +66,7 @@ def tampered(what: str) -> Outcome:
     return _failed(f"Tampered: the prediction changed {what}", tampered=True)
 
 
-def parse_outcome(result: wire.ChildResult, options: RecordOptions, before: dict[str, Variable]) -> Outcome:
+def parse_outcome(result: ChildResult, options: RecordOptions, before: dict[str, Variable]) -> Outcome:
     """An :class:`Outcome` from a child's result, rendered with the recorder's own output path.
 
     A variable the child's snapshot sends by name alone is unchanged since the
@@ -84,7 +90,7 @@ def parse_outcome(result: wire.ChildResult, options: RecordOptions, before: dict
         output, _, _ = collector.render(options.max_output_chars, outputs)
         state = None
         if result.snapshot is not None:
-            records = wire.SnapshotResult.from_json(result.snapshot).variables
+            records = SnapshotResult.from_json(result.snapshot).variables
             state = state_key([before[r["name"]] if r.keys() == {"name"} else Variable(**r) for r in records])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return _failed(f"KernelError: malformed result of the forked cell ({exc!r})")
@@ -233,7 +239,7 @@ class _Replay:
         if self.work.exists():
             shutil.rmtree(self.work)
         if self.options.workdir is not None:
-            fork.copy_tree(str(self.options.workdir), str(self.work))
+            copy_tree(str(self.options.workdir), str(self.work))
         else:
             self.work.mkdir()
 

@@ -28,9 +28,9 @@ from themisto.evaluation.exec.inputs import (
 from themisto.evaluation.exec.replay import TrajectoryScores, score_trajectory
 from themisto.exceptions import InputError, OptionError, OutputError
 from themisto.filesystem import ExclusiveLock, lock_path
-from themisto.kernel.recorder import check_options
+from themisto.kernel import check_fork_sandbox, check_options, chosen_options
 from themisto.progress import Progress, ProgressCounter
-from themisto.recording.options import RecordOptions, chosen_options
+from themisto.recording.options import RecordOptions
 from themisto.recording.record import select_shard
 
 
@@ -127,7 +127,7 @@ def exec_score(
     check_predictions(logs, recorded.steps)
     check_options(options)
     if options.sandbox:
-        _check_sandbox()
+        check_fork_sandbox()
     per_trajectory = {
         trajectory_id: replay_options(recorded.files.get(trajectory_id), options, chosen)
         for trajectory_id in recorded.steps
@@ -231,22 +231,3 @@ def _output_lock(folder: Path) -> ExclusiveLock:
     except OSError as exc:
         raise OutputError(f"cannot make {folder.parent}: {exc.strerror or exc}") from None
     return ExclusiveLock(lock_path(folder), f"the exec samples under {folder}")
-
-
-# The Landlock ABI a prediction's domain needs: 6, the first that scopes signals and abstract unix sockets.
-SANDBOX_ABI = 6
-
-
-def _check_sandbox() -> None:
-    """Refuse, naming ``--no-sandbox``, where predictions cannot get a Landlock domain that scopes signals."""
-    from themisto.kernel.inside import landlock
-
-    abi = landlock.abi_version()
-    if abi < SANDBOX_ABI:
-        raise OptionError(
-            "this system offers Landlock ABI {abi}, and a prediction's sandbox needs {needed} (scoped signals):"
-            " run without it with {sandbox:False}, knowing a prediction can then reach the replay kernel and the"
-            " scorer",
-            abi=abi,
-            needed=SANDBOX_ABI,
-        )

@@ -37,7 +37,7 @@ from typing import Any
 
 from themisto.exceptions import SourceError, one_line
 from themisto.jsonl import iter_json_objects
-from themisto.kernel.outputs import render_outputs
+from themisto.kernel import render_outputs
 from themisto.recording.sources import Action, Execute, Restart, SourceTrajectory, is_url
 
 # The columns of a JuNE event table, in the published order; the reader needs only REQUIRED_COLUMNS.

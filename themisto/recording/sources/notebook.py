@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from themisto.exceptions import SourceError, one_line
-from themisto.kernel.outputs import joined_text, render_outputs
+from themisto.kernel import joined_text, render_outputs
 from themisto.recording.sources import EXECUTION, NOTEBOOK_ORDERS, Action, Execute, Restart, SourceTrajectory
 
 
