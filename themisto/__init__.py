@@ -12,6 +12,7 @@ The pipeline's stages, each a subpackage that imports only earlier ones:
 Shared by every stage:
 
 - :mod:`~themisto.trajectory`: the step schema, JSONL reading and writing, validation
+- :mod:`~themisto.provenance`: how a trajectory was made, in the file beside it
 - :mod:`~themisto.vocabulary`: the names the stages share (tasks, configs, splits, metrics)
 - :mod:`~themisto.declaration`: options declared once, with their default, help, flag and check
 - :mod:`~themisto.exceptions`: the errors bad input causes, shown as one line by the CLI

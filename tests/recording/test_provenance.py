@@ -18,8 +18,8 @@ from themisto.cli import main
 from themisto.exceptions import InputError, OptionError
 from themisto.kernel import with_recorded
 from themisto.kernel.inside import landlock, snapshot
+from themisto.provenance import read_provenance, sidecar
 from themisto.recording.options import RecordOptions
-from themisto.recording.provenance import read_provenance, sidecar
 from themisto.recording.record import record_source
 from themisto.recording.sources import JUNE_PLUGIN_PATTERN
 from themisto.recording.stability import replay_options

@@ -32,8 +32,8 @@ from attacks import (
 
 from themisto.kernel.inside import landlock
 from themisto.kernel.recorder import Recorder
+from themisto.provenance import read_provenance
 from themisto.recording.options import RecordOptions
-from themisto.recording.provenance import read_provenance
 from themisto.trajectory import read_trajectory
 
 pytestmark = [

@@ -217,7 +217,7 @@ class StepContext:
 def kernel_environment(path: Path) -> tuple[tuple[str, str], ...]:
     """The kernel's Python and libraries' versions from a trajectory's provenance: ``(("python", "3.12.3"),
     ("numpy", "2.4.0"), ...)``; () when the trajectory has no provenance or it names no versions."""
-    from themisto.recording.provenance import read_provenance
+    from themisto.provenance import read_provenance
 
     provenance = read_provenance(path)
     if provenance is None:

@@ -256,7 +256,7 @@ def _build_locked(
 
 def _source_name(trajectory: Path) -> str | None:
     """The source file a trajectory's provenance names, for the card's count of sessions; None if unknown."""
-    from themisto.recording.provenance import read_provenance
+    from themisto.provenance import read_provenance
 
     try:
         provenance = read_provenance(trajectory)

@@ -2,14 +2,13 @@
 
 In: notebooks (``.ipynb``), JuNE event logs (``.csv``, ``.jsonl``, ``.parquet``)
 or the published Zenodo record. Out: one trajectory JSONL file per kernel
-session (:mod:`themisto.trajectory`) with its provenance file beside it, and,
-from ``themisto stability``, the same trajectories annotated with whether each
-output reproduces. The kernel itself (its process, sandbox, snapshots and the
+session (:mod:`themisto.trajectory`) with its provenance file beside it
+(:mod:`themisto.provenance`), and, from ``themisto stability``, the same
+trajectories annotated with whether each output reproduces. The kernel itself (its process, sandbox, snapshots and the
 recorder's step loop) is :mod:`themisto.kernel`, shared with exec-score.
 
 - :mod:`~themisto.recording.sources`: readers that turn a notebook or a log into actions
-- :mod:`~themisto.recording.options`: the recording options, and how a recording's own options prevail
-- :mod:`~themisto.recording.provenance`: how a trajectory was made, in the file beside it
+- :mod:`~themisto.recording.options`: the recording options: the kernel's, and what a recording adds
 - :mod:`~themisto.recording.record`: a whole corpus: resume, shards, a pool of kernels
 - :mod:`~themisto.recording.stability`: re-execution: determinism ceiling and replay fidelity
 - :mod:`~themisto.recording.instability`: the causes named for a step whose output does not reproduce

@@ -32,8 +32,7 @@ from themisto.kernel import (
     with_recorded,
 )
 from themisto.progress import Progress, ProgressCounter
-from themisto.recording.options import RecordOptions
-from themisto.recording.provenance import (
+from themisto.provenance import (
     RECORDED_BY,
     Provenance,
     SourceFile,
@@ -41,6 +40,7 @@ from themisto.recording.provenance import (
     sidecar,
     write_provenance,
 )
+from themisto.recording.options import RecordOptions
 from themisto.recording.sources import Execute, SourceTrajectory, read_sources
 from themisto.recording.stability import excerpts
 from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
@@ -58,7 +58,7 @@ def record_trajectory(
 ) -> tuple[Path, int]:
     """Record one source trajectory to ``out_dir/<trajectory_id>.jsonl``; returns the path and new step count.
 
-    The trajectory's provenance (:mod:`themisto.recording.provenance`) is written beside it before its
+    The trajectory's provenance (:mod:`themisto.provenance`) is written beside it before its
     first step. With ``options.resume`` the steps already in the file are kept: their code is replayed
     (restarts included) to rebuild the state, then recording goes on with the options, versions and
     source it was recorded with: an option in ``chosen`` (default: those that differ from their

@@ -13,7 +13,7 @@ the source (a JuNE log's ``finished_execute``, a notebook cell's stored outputs)
 re-execution is compared with what the original session printed.
 
 Each trajectory is replayed with the options it was recorded with, read from
-its provenance (:mod:`themisto.recording.provenance`), and annotated copies
+its provenance (:mod:`themisto.provenance`), and annotated copies
 carry that provenance along.
 
 Causes of instability are named per unstable step by
@@ -45,9 +45,9 @@ from themisto.kernel import (
     with_recorded,
 )
 from themisto.progress import Progress, ProgressCounter
+from themisto.provenance import copy_provenance, read_provenance
 from themisto.recording.instability import instability_causes
 from themisto.recording.options import RecordOptions
-from themisto.recording.provenance import copy_provenance, read_provenance
 from themisto.trajectory import Step, read_trajectory, trajectory_files, write_trajectory
 from themisto.vocabulary import INSTABILITY_CAUSES
 

@@ -60,7 +60,7 @@ from typing import Any, cast
 
 from themisto.exceptions import OptionError, SourceError
 from themisto.kernel import joined_text, render_outputs
-from themisto.recording.provenance import IMPORTED_BY, Provenance, SourceFile, sidecar, write_provenance
+from themisto.provenance import IMPORTED_BY, Provenance, SourceFile, sidecar, write_provenance
 from themisto.trajectory import Step, Variable, state_hash, step_from_dict, write_trajectory
 
 RECORD_ID = "14861889"

@@ -16,8 +16,8 @@ from themisto.exceptions import InputError, OptionError, short_message
 from themisto.jsonl import iter_json_objects
 from themisto.kernel import ENVIRONMENT, with_recorded
 from themisto.lm_eval_files import find_sample_log_files, newest_sample_logs
+from themisto.provenance import read_provenance
 from themisto.recording.options import RecordOptions
-from themisto.recording.provenance import read_provenance
 from themisto.trajectory import Step, is_recording_stopped, trajectory_files
 from themisto.vocabulary import (
     NEXT_CELL_TASK,
