@@ -3,6 +3,11 @@
 Every error that bad input can cause derives from :class:`ThemistoError`; the
 CLI turns it into one line on stderr and exit code 2 instead of a traceback.
 
+An error that says what happened also derives from the built-in class a caller
+would catch for it, as nbclient's do: a kernel that cannot be driven is a
+:class:`RuntimeError` (:class:`KernelError`), one that did not answer in time
+also a :class:`TimeoutError` (:class:`KernelTimeoutError`).
+
 Library errors speak the library's language: an option is named by its keyword
 (``runs``, ``resume=True``), never by a command-line flag the caller may never
 have typed. A :class:`CallerSpelledError` (such as :class:`OptionError`)
@@ -35,8 +40,12 @@ class SourceError(InputError):
     """A notebook, JuNE log or Zenodo record cannot be read as a source."""
 
 
-class KernelError(ThemistoError):
+class KernelError(ThemistoError, RuntimeError):
     """The Jupyter kernel could not be started or driven at all."""
+
+
+class KernelTimeoutError(KernelError, TimeoutError):
+    """The Jupyter kernel did not answer within its time limit (it did not start in time)."""
 
 
 class OutputError(ThemistoError):

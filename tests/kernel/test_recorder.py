@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from themisto.exceptions import KernelError
+from themisto.kernel import transport
 from themisto.kernel.environment import is_credential, kernel_environment
 from themisto.kernel.outputs import cap_text, render_outputs
 from themisto.kernel.recorder import Recorder
@@ -193,3 +196,27 @@ def test_restart_empties_the_namespace_and_marks_the_next_step(fresh_kernel: Rec
     fresh_kernel.restart()
     step = fresh_kernel.run_cell("'gone' in dir()", "b")
     assert step.restarted and step.output == "False" and step.runtime == []
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(
+    ("behaviour", "caught", "timeout"),
+    [("import time; time.sleep(120)", TimeoutError, True), ("import sys; sys.exit(3)", RuntimeError, False)],
+    ids=["never-answers", "dies"],
+)
+def test_a_kernel_that_does_not_start_raises_the_built_in_error_a_caller_catches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, behaviour: str, caught: type[Exception], timeout: bool
+) -> None:
+    spec = tmp_path / "kernels" / "broken"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-c", behaviour, "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "broken", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    monkeypatch.setattr(transport, "KERNEL_START_TIMEOUT", 4.0)
+    recorder = Recorder("t", tmp_path, replace(KERNEL_OPTIONS, kernel_name="broken"))
+    try:
+        with pytest.raises(caught, match="did not start") as raised:
+            recorder.start()
+    finally:
+        recorder.close()
+    assert isinstance(raised.value, KernelError) and isinstance(raised.value, TimeoutError) is timeout

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from themisto.exceptions import InputError, KernelError
+from themisto.exceptions import InputError, KernelError, KernelTimeoutError
 from themisto.kernel.environment import (
     allowed_environment,
     check_kernel,
@@ -181,7 +181,9 @@ class KernelSession:
                 hint = ""
                 if self.options.max_memory is not None:
                     hint = f" (is the memory limit of {self.options.max_memory} bytes too small?)"
-                raise KernelError(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
+                # alive past the deadline: it is too slow, not dead
+                error = KernelTimeoutError if self._manager.is_alive() else KernelError
+                raise error(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
         # the kernel is the launcher's one child (see themisto.kernel.launcher)
         launcher = psutil.Process(self._manager.provisioner.pid)
         children = launcher.children()
