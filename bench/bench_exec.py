@@ -159,7 +159,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     from themisto.evaluation.exec import exec_score, find_sample_logs, load_recorded
     from themisto.evaluation.exec.inputs import plan_codes, reference_logs
     from themisto.recording.options import RecordOptions
-    from themisto.recording.record import select_shard
+    from themisto.run_options import select_shard
 
     shard = (0, 4) if quick else None
     repetitions = 1 if quick else 3
@@ -176,7 +176,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         ).steps
         plans = plan_codes(reference_logs(logs, recorded, run_dir) + logs)
         if shard is not None:
-            plans = select_shard(plans, *shard)
+            plans = select_shard(plans, shard)
         for repetition in range(repetitions):
             pairs = _interleaved(plans, recorded, options, repetition)
             replay.append(pairs["replay"])

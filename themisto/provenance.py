@@ -4,8 +4,9 @@ A sidecar file rather than a header line: every reader of trajectory JSONL
 (:func:`themisto.trajectory.iter_steps`, the builder, ``jq``) keeps seeing steps
 only, and :func:`themisto.trajectory.trajectory_files` lists ``*.jsonl`` only.
 It holds the versions of Themisto, of the kernel's Python and ipykernel and of its main libraries,
-the step schema version, every recorded option of :class:`RecordOptions`
-(timeout, memory and CPU limits, output and repr caps, kernel), the working
+the step schema version, every saved option of the options class that made it
+(:func:`themisto.kernel.saved_options`: timeout, memory and CPU limits, output
+and repr caps, kernel; for a recording, which cells ran in what order), the working
 directory and its policy (the source's folder, or one given), and the source
 file's name, place and sha256.
 
@@ -13,8 +14,9 @@ Who writes it: ``record`` (when a trajectory file is started, before its first
 step), ``import-zenodo`` (the data file a trajectory came from; no options,
 Themisto did not record it) and ``stability`` (a copy beside each annotated
 trajectory). Who reads it: ``record --resume``, which continues with the
-recorded options, and ``stability``, which replays with them (see
-:func:`themisto.recording.options.with_recorded`).
+recorded options, ``stability`` and ``exec-score``, which replay with them (see
+:func:`themisto.kernel.with_recorded`), each reading the options of its own
+class, and the build (versions and source).
 
 Paths are written relative to the sidecar's folder, so a corpus can move as a
 whole; in memory they are absolute. A file is written whole through a
@@ -30,12 +32,12 @@ import types
 import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from themisto import __version__
 from themisto.exceptions import InputError, OptionError
 from themisto.filesystem import write_atomically
-from themisto.recording.options import RECORDED, RecordOptions
+from themisto.kernel import KernelOptions, saved_options
 from themisto.trajectory import SCHEMA_VERSION
 
 SUFFIX = ".provenance.json"
@@ -61,9 +63,12 @@ class SourceFile:
         return cls(name, hashlib.sha256(data).hexdigest(), None if path is None else path.resolve())
 
 
+Options = TypeVar("Options", bound=KernelOptions)
+
+
 @dataclass(frozen=True)
-class Provenance:
-    """How one trajectory was made."""
+class Provenance(Generic[Options]):
+    """How one trajectory was made; ``options`` as the class its reader asked for."""
 
     made_by: str  # RECORDED_BY or IMPORTED_BY
     source: SourceFile
@@ -73,7 +78,7 @@ class Provenance:
     ipykernel: str | None = None  # the kernel's ipykernel version
     # the kernel's installed libraries' versions (kernel.inside.snapshot.LIBRARIES); empty when not recorded
     libraries: dict[str, str] = field(default_factory=dict)
-    options: RecordOptions | None = None  # None: not recorded by Themisto (an import)
+    options: Options | None = None  # None: not recorded by Themisto (an import)
     workdir: Path | None = None  # the folder the kernel ran in
     # the kernel's confinement: "landlock-abi-N" (with "+network" where TCP was allowed), "none", or None: unknown
     sandbox: str | None = None
@@ -97,7 +102,7 @@ def _relative(path: Path, folder: Path) -> str:
     return os.path.relpath(path, folder.resolve())
 
 
-def write_provenance(trajectory: Path, provenance: Provenance) -> Path:
+def write_provenance(trajectory: Path, provenance: Provenance[Any]) -> Path:
     """Write the sidecar of ``trajectory`` at once (through a temporary file); returns its path."""
     path = sidecar(trajectory)
     folder = path.parent
@@ -115,7 +120,8 @@ def write_provenance(trajectory: Path, provenance: Provenance) -> Path:
         "source": source,
     }
     if provenance.options is not None:
-        options = {name: getattr(provenance.options, name) for name in RECORDED if name != "workdir"}
+        saved = saved_options(type(provenance.options))
+        options = {name: getattr(provenance.options, name) for name in saved if name != "workdir"}
         data["options"] = options
         data["workdir"] = {
             "policy": SOURCE_FOLDER if provenance.options.workdir is None else GIVEN,
@@ -126,8 +132,15 @@ def write_provenance(trajectory: Path, provenance: Provenance) -> Path:
     return path
 
 
-def read_provenance(trajectory: Path) -> Provenance | None:
-    """The provenance of a trajectory file; None when it has no sidecar (recorded before provenance, or copied bare)."""
+@overload
+def read_provenance(trajectory: Path) -> Provenance[KernelOptions] | None: ...
+@overload
+def read_provenance(trajectory: Path, kind: type[Options]) -> Provenance[Options] | None: ...
+def read_provenance(trajectory: Path, kind: type[KernelOptions] = KernelOptions) -> Provenance[Any] | None:
+    """The provenance of a trajectory file, its options as ``kind``; None when it has no sidecar.
+
+    (None: recorded before provenance, or copied bare.)
+    """
     path = sidecar(trajectory)
     if not path.is_file():
         return None
@@ -146,12 +159,13 @@ def read_provenance(trajectory: Path) -> Provenance | None:
         if data.get("options") is not None:
             # an option this version does not record is ignored (a trust option a file names among them: it is
             # never the file's to set); one the file lacks keeps its default
-            values = {name: value for name, value in data["options"].items() if name in RECORDED and name != "workdir"}
+            saved = saved_options(kind)
+            values = {name: value for name, value in data["options"].items() if name in saved and name != "workdir"}
             for name, value in values.items():
-                _check_option(name, value)
+                _check_option(kind, name, value)
             place = data["workdir"]
             workdir = None if place["path"] is None else (folder / place["path"]).resolve()
-            options = RecordOptions(**values, workdir=workdir if place["policy"] == GIVEN else None)
+            options = kind(**values, workdir=workdir if place["policy"] == GIVEN else None)
         return Provenance(
             made_by=str(data["made_by"]),
             source=source,
@@ -164,23 +178,26 @@ def read_provenance(trajectory: Path) -> Provenance | None:
             options=options,
             workdir=workdir,
         )
-    # OptionError: a value RecordOptions refuses (its message names the option as the file does, by keyword)
+    # OptionError: a value the options class refuses (its message names the option as the file does, by keyword)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, OptionError) as exc:
         raise InputError(f"{path}: not a Themisto provenance file ({type(exc).__name__}: {exc})") from None
 
 
-def _check_option(name: str, value: Any) -> None:
-    """Raise ValueError unless ``value`` has the type RecordOptions declares for option ``name``."""
-    hint = typing.get_type_hints(RecordOptions)[name]
+def _check_option(kind: type[KernelOptions], name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` has the type ``kind`` declares for option ``name``."""
+    hint = typing.get_type_hints(kind)[name]
     kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     kinds += (int,) if float in kinds else ()  # JSON may write a whole float as an integer
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise ValueError(f"option {name} is {value!r}")
 
 
-def copy_provenance(trajectory: Path, copy: Path) -> None:
-    """Give ``copy`` (a rewritten ``trajectory``, e.g. annotated) the same provenance, or none if it has none."""
-    provenance = read_provenance(trajectory)
+def copy_provenance(trajectory: Path, copy: Path, kind: type[KernelOptions]) -> None:
+    """Give ``copy`` (a rewritten ``trajectory``, e.g. annotated) the same provenance, or none if it has none.
+
+    ``kind`` is the options class that made it, so every option it saved is kept.
+    """
+    provenance = read_provenance(trajectory, kind)
     if provenance is not None:
         write_provenance(copy, provenance)  # paths are rewritten relative to the copy's folder
     elif sidecar(copy) != sidecar(trajectory):

@@ -133,7 +133,7 @@ def test_python_callers_read_keyword_names(tmp_path: Path) -> None:
     (tmp_path / "out" / "nb.jsonl").write_text("precious\n")
     with pytest.raises(OptionError, match=r"continue it with resume=True or replace it with overwrite=True$"):
         record_source(source, tmp_path / "out", RecordOptions())
-    with pytest.raises(OptionError, match="^jobs must be at least 1$"):
+    with pytest.raises(OptionError, match="^jobs must be at least 1, got 0$"):
         record_source(source, tmp_path / "out", jobs=0)
 
 

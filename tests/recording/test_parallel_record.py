@@ -13,8 +13,8 @@ import pytest
 
 from themisto.cli import main
 from themisto.exceptions import InputError
-from themisto.recording.record import select_shard, shard_of
 from themisto.recording.sources import SourceTrajectory
+from themisto.run_options import RunOptions, select_shard, shard_of
 from themisto.trajectory import read_trajectory
 
 NOTEBOOKS = {
@@ -52,8 +52,8 @@ def test_shards_partition_the_inputs_whatever_their_order(count: int) -> None:
     ids = [f"log-{index:04d}" for index in range(300)]
     shuffled = ids[:]
     random.Random(count).shuffle(shuffled)
-    shards = [[s.trajectory_id for s in select_shard(_sources(ids), index, count)] for index in range(count)]
-    again = [[s.trajectory_id for s in select_shard(_sources(shuffled), index, count)] for index in range(count)]
+    shards = [[s.trajectory_id for s in select_shard(_sources(ids), (index, count))] for index in range(count)]
+    again = [[s.trajectory_id for s in select_shard(_sources(shuffled), (index, count))] for index in range(count)]
     assert sorted(sum(shards, [])) == ids  # every trajectory in exactly one shard
     assert [sorted(shard) for shard in shards] == [sorted(shard) for shard in again]
     assert all(shard_of(name, count) == index for index, shard in enumerate(shards) for name in shard)
@@ -63,8 +63,8 @@ def test_shards_partition_the_inputs_whatever_their_order(count: int) -> None:
 
 @pytest.mark.parametrize("shard", [(2, 2), (-1, 2), (0, 0)])
 def test_a_shard_outside_its_range_is_refused(shard: tuple[int, int]) -> None:
-    with pytest.raises(InputError, match="0-based"):
-        select_shard(_sources(["a"]), *shard)
+    with pytest.raises(InputError, match="^shard .*0-based"):
+        RunOptions(shard=shard)
 
 
 @pytest.mark.parametrize("arguments", [["--shard", "1"], ["--shard", "a/b"], ["--shard", "2/2"], ["--jobs", "0"]])

@@ -100,7 +100,7 @@ def test_a_recorded_trajectory_carries_how_it_was_made(recorded: Path) -> None:
         },
         "workdir": {"policy": "source", "path": "../src"},
     }
-    provenance = read_provenance(recorded / "out" / "nb.jsonl")
+    provenance = read_provenance(recorded / "out" / "nb.jsonl", RecordOptions)
     assert provenance is not None and provenance.workdir == (recorded / "src").resolve()
     assert provenance.options == RecordOptions(
         timeout=30, max_repr_chars=20, max_output_chars=40, max_memory=4 * 2**30, max_cpu_seconds=300
@@ -120,7 +120,9 @@ def test_stability_replays_with_the_recorded_options_and_folder(
     steps = read_trajectory(annotated / "nb.jsonl")
     assert [step.stable for step in steps] == [True] * len(CELLS)
     # the annotated copy carries the recording's provenance, its paths written from its own folder
-    assert read_provenance(annotated / "nb.jsonl") == read_provenance(recorded / "out" / "nb.jsonl")
+    assert read_provenance(annotated / "nb.jsonl", RecordOptions) == read_provenance(
+        recorded / "out" / "nb.jsonl", RecordOptions
+    )
     copied = json.loads(sidecar(annotated / "nb.jsonl").read_text(encoding="utf-8"))
     assert copied["workdir"]["path"] != "../src" and copied["workdir"]["policy"] == "source"
     assert (annotated / copied["workdir"]["path"]).resolve() == (recorded / "src").resolve()
@@ -189,7 +191,7 @@ def test_python_resume_uses_or_refuses_like_the_cli(recorded: Path, tmp_path: Pa
     root = copy_of(recorded, tmp_path)
     with pytest.raises(OptionError, match="recorded with max_output_chars 40, not 100: .* overwrite=True$"):
         record_source(root / "src", root / "out", RecordOptions(resume=True, max_output_chars=100))
-    recorded_options = read_provenance(root / "out" / "nb.jsonl")
+    recorded_options = read_provenance(root / "out" / "nb.jsonl", RecordOptions)
     assert recorded_options is not None and recorded_options.options is not None
     same = with_recorded(RecordOptions(max_output_chars=40), recorded_options.options, {"max_output_chars"}, "t")
     assert same == recorded_options.options
@@ -228,7 +230,7 @@ def test_a_trajectory_recorded_before_provenance_resumes_as_it_did(recorded: Pat
 
 def test_a_corpus_moved_as_a_whole_keeps_its_provenance(recorded: Path, tmp_path: Path) -> None:
     root = copy_of(recorded, tmp_path)
-    provenance = read_provenance(root / "out" / "nb.jsonl")
+    provenance = read_provenance(root / "out" / "nb.jsonl", RecordOptions)
     assert provenance is not None and provenance.workdir == (root / "src").resolve()
     assert provenance.source.path == (root / "src" / "nb.ipynb").resolve()
 
@@ -240,7 +242,7 @@ def test_a_broken_provenance_file_is_a_one_line_error(
     root = copy_of(recorded, tmp_path)
     sidecar(root / "out" / "nb.jsonl").write_text(text, encoding="utf-8")
     with pytest.raises(InputError, match="not a Themisto provenance file"):
-        read_provenance(root / "out" / "nb.jsonl")
+        read_provenance(root / "out" / "nb.jsonl", RecordOptions)
     assert main(["stability", str(root / "out"), "-o", str(tmp_path / "a")]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "nb.provenance.json: not a Themisto provenance file" in error
@@ -258,7 +260,7 @@ def test_an_option_of_the_wrong_type_or_out_of_range_is_refused(
     data["options"]["max_output_chars"] = value
     sidecar(root / "out" / "nb.jsonl").write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(InputError, match=f"nb.provenance.json: not a Themisto provenance file .*{re.escape(message)}"):
-        read_provenance(root / "out" / "nb.jsonl")
+        read_provenance(root / "out" / "nb.jsonl", RecordOptions)
 
 
 def test_an_import_carries_its_data_file(tmp_path: Path) -> None:
@@ -267,7 +269,7 @@ def test_an_import_carries_its_data_file(tmp_path: Path) -> None:
     data = (json.dumps(published) + "\n").encode()
     (tmp_path / "record.json").write_bytes(data)
     (written,) = import_zenodo(str(tmp_path / "record.json"), tmp_path / "out")
-    provenance = read_provenance(written)
+    provenance = read_provenance(written, RecordOptions)
     assert provenance is not None and provenance.made_by == "import-zenodo" and provenance.options is None
     assert provenance.source.name == "record.json" and provenance.source.sha256 == hashlib.sha256(data).hexdigest()
     assert provenance.source.path == (tmp_path / "record.json").resolve()

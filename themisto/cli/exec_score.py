@@ -12,11 +12,12 @@ from themisto.cli.options import (
     add_data_argument,
     add_kernel_arguments,
     add_quiet_argument,
-    parse_shard,
-    record_options,
+    kernel_options,
 )
+from themisto.declaration import add_declared_arguments, declared_values
 from themisto.exceptions import ThemistoError
-from themisto.kernel import ENVIRONMENT
+from themisto.kernel import ENVIRONMENT, KernelOptions
+from themisto.run_options import RunOptions
 from themisto.vocabulary import EXEC_METRICS, REFERENCE_MODEL
 
 if TYPE_CHECKING:
@@ -68,17 +69,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "folder the replay starts from, e.g. the data files the notebooks read: each trajectory replays in a"
         " private copy of it and each prediction in a copy of that (default: an empty folder)",
     )
-    parser.add_argument(
-        "--jobs", type=int, default=1, metavar="N", help="replay N trajectories at once, each in its own kernel"
-    )
-    parser.add_argument(
-        "--shard",
-        default=None,
-        metavar="I/N",
-        help=(
-            "score only the trajectories of shard I (0-based) of N, chosen as themisto record chooses them;"
-            " files are then named exec_samples_<task>.<I>-of-<N>.jsonl (concatenate the N parts)"
-        ),
+    add_declared_arguments(
+        parser,
+        RunOptions,
+        helps={
+            "jobs": "replay N trajectories at once, each in its own kernel",
+            "shard": (
+                "score only the trajectories of shard I (0-based) of N, chosen as themisto record chooses them;"
+                " files are then named exec_samples_<task>.<I>-of-<N>.jsonl (concatenate the N parts)"
+            ),
+        },
     )
     add_quiet_argument(parser)
     parser.set_defaults(func=run)
@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     """
     from themisto.evaluation.exec import exec_score
 
-    options, chosen = record_options(args, ENVIRONMENT)
+    options, chosen = kernel_options(args, KernelOptions, ENVIRONMENT)
+    run_options = RunOptions(**declared_values(args, RunOptions))
     with ProgressBars(args.quiet) as bars:
 
         def report(scores: TrajectoryScores) -> None:
@@ -111,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
             output=args.output,
             options=options,
             chosen=chosen,
-            jobs=args.jobs,
-            shard=None if args.shard is None else parse_shard(args.shard),
+            jobs=run_options.jobs,
+            shard=run_options.shard,
             progress=bars,
             finished=report,
         )

@@ -1,4 +1,4 @@
-"""Option helpers shared by the subcommands: kernel options, data, progress, shards, errors.
+"""Option helpers shared by the subcommands: kernel options, data, progress, errors.
 
 Every flag's destination is the keyword name of the library option it sets
 (``--kernel`` sets ``kernel_name``), so a library :class:`OptionError` that
@@ -12,16 +12,17 @@ import argparse
 import os
 import sys
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from themisto.declaration import add_declared_arguments, declared_values
 from themisto.exceptions import CallerSpelledError, InputError, one_line
-from themisto.kernel import ENVIRONMENT
-from themisto.recording.options import RecordOptions
+from themisto.kernel import ENVIRONMENT, KernelOptions
 from themisto.vocabulary import DATA_ENV
 
 if TYPE_CHECKING:
     from themisto.evaluation.data import DataLocation
+
+Options = TypeVar("Options", bound=KernelOptions)
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> None:
@@ -29,31 +30,24 @@ def add_kernel_arguments(parser: argparse.ArgumentParser, workdir_help: str) -> 
 
     ``workdir_help`` says what ``--workdir`` is to this command, and what it is when not given.
     """
-    add_declared_arguments(parser, RecordOptions, ENVIRONMENT, {"workdir": workdir_help})
+    add_declared_arguments(parser, KernelOptions, ENVIRONMENT, {"workdir": workdir_help})
     # this command starts kernels: it runs without credentials in its environment (see themisto.cli.main)
     parser.set_defaults(starts_kernels=True)
 
 
-def record_options(
-    args: argparse.Namespace, names: Collection[str], **run_control: Any
-) -> tuple[RecordOptions, frozenset[str]]:
-    """The :class:`RecordOptions` of the options ``names`` the user gave (defaults for the others), and which were given.
+def kernel_options(
+    args: argparse.Namespace, kind: type[Options], names: Collection[str], **run_control: Any
+) -> tuple[Options, frozenset[str]]:
+    """The options of class ``kind`` (:class:`~themisto.kernel.KernelOptions` or one that extends it) from
+    the options ``names`` the user gave (defaults for the others), and which were given.
 
     A variable ``--pass-env`` names must be in this environment: it is this process's to pass on.
     """
-    given = declared_values(args, RecordOptions, names)
+    given = declared_values(args, kind, names)
     unset = [name for name in given.get("pass_env", ()) if name not in os.environ]
     if unset:
         raise InputError(f"--pass-env {unset[0]}: no such variable in this environment")
-    return RecordOptions(**given, **run_control), frozenset(given)
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"I/N"`` as ``(I, N)``; the range of I is checked by the recorder."""
-    index, slash, count = text.partition("/")
-    if not (slash and index.strip().isdigit() and count.strip().isdigit()):
-        raise InputError(f"--shard {text!r} is not I/N with whole numbers, e.g. 0/4")
-    return int(index), int(count)
+    return kind(**given, **run_control), frozenset(given)
 
 
 def option_flags(parser: argparse.ArgumentParser) -> dict[str, str]:

@@ -10,12 +10,12 @@ from themisto.cli.options import (
     add_kernel_arguments,
     add_quiet_argument,
     error_line,
-    parse_shard,
-    record_options,
+    kernel_options,
 )
 from themisto.declaration import add_declared_arguments, declared_values
 from themisto.kernel import ENVIRONMENT, TRUST
 from themisto.recording.options import RECORDED, RUN_CONTROL, RecordOptions
+from themisto.run_options import RunOptions
 
 # What the options recorded beyond the environment decide: how much of each step is kept, which cells run.
 _STEP_OPTIONS = tuple(name for name in RECORDED if name not in ENVIRONMENT)
@@ -44,25 +44,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_declared_arguments(parser.add_mutually_exclusive_group(), RecordOptions, ("resume", "overwrite"))
     add_declared_arguments(parser, RecordOptions, ("resume_diverged",))
     add_declared_arguments(parser, RecordOptions, _STEP_OPTIONS)
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help=(
-            "record N trajectories at once, each in its own kernel and file (default 1); with any N a"
-            " trajectory that fails is reported and the others still finish, then the exit status is 2"
-        ),
-    )
-    parser.add_argument(
-        "--shard",
-        default=None,
-        metavar="I/N",
-        help=(
-            "record only shard I (0-based: 0 to N-1) of N, chosen by a stable hash of each trajectory id, so"
-            " every trajectory falls in exactly one shard whatever the listing order; for a cluster array job"
-            " pass e.g. --shard $SLURM_ARRAY_TASK_ID/N with --array=0-(N-1), or $JOB_COMPLETION_INDEX/N"
-        ),
+    add_declared_arguments(
+        parser,
+        RunOptions,
+        helps={
+            "jobs": (
+                "record N trajectories at once, each in its own kernel and file; with any N a trajectory that"
+                " fails is reported and the others still finish, then the exit status is 2"
+            ),
+            "shard": (
+                "record only shard I (0-based: 0 to N-1) of N, chosen by a stable hash of each trajectory id, so"
+                " every trajectory falls in exactly one shard whatever the listing order; for a cluster array job"
+                " pass e.g. --shard $SLURM_ARRAY_TASK_ID/N with --array=0-(N-1), or $JOB_COMPLETION_INDEX/N"
+            ),
+        },
     )
     add_quiet_argument(parser)
     parser.set_defaults(func=run)
@@ -72,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
     """Record every source with the options given, reporting each trajectory on stderr."""
     from themisto.recording.record import record_source
 
-    shard = None if args.shard is None else parse_shard(args.shard)
-    options, chosen = record_options(args, (*RECORDED, *TRUST), **declared_values(args, RecordOptions, RUN_CONTROL))
+    run_options = RunOptions(**declared_values(args, RunOptions))
+    options, chosen = kernel_options(
+        args, RecordOptions, (*RECORDED, *TRUST), **declared_values(args, RecordOptions, RUN_CONTROL)
+    )
 
     with ProgressBars(args.quiet) as bars:
 
@@ -88,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
             args.output,
             options,
             progress=report,
-            jobs=args.jobs,
-            shard=shard,
+            jobs=run_options.jobs,
+            shard=run_options.shard,
             failed=report_failure,
             chosen=chosen,
             steps=bars,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from themisto.cli.options import ProgressBars, add_kernel_arguments, add_quiet_argument, record_options
+from themisto.cli.options import ProgressBars, add_kernel_arguments, add_quiet_argument, kernel_options
 from themisto.declaration import add_declared_arguments
 from themisto.kernel import ENVIRONMENT
 from themisto.recording.options import RecordOptions
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from themisto.recording.stability import SUMMARY_FILE, check_stability
     from themisto.reporting.stability_table import render_table
 
-    options, chosen = record_options(args, (*ENVIRONMENT, "max_output_chars"))
+    options, chosen = kernel_options(args, RecordOptions, (*ENVIRONMENT, "max_output_chars"))
 
     with ProgressBars(args.quiet) as bars:
         report = check_stability(args.trajectories, args.runs, args.output, options, progress=bars, chosen=chosen)

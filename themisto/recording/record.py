@@ -10,7 +10,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
-from typing import Protocol, TypeVar
 
 from themisto.exceptions import (
     CallerSpelledError,
@@ -43,6 +42,7 @@ from themisto.provenance import (
 from themisto.recording.options import RecordOptions
 from themisto.recording.sources import Execute, SourceTrajectory, read_sources
 from themisto.recording.stability import excerpts
+from themisto.run_options import RunOptions, select_shard
 from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def _record_locked(
     recorded = None
     if options.resume:
         repair_tail(path)  # an interrupted run may have left a torn last line
-        recorded = read_provenance(path)
+        recorded = read_provenance(path, RecordOptions)
     made = source_file(source)
     if recorded is not None and recorded.options is not None:
         chosen = chosen_options(options) if chosen is None else chosen
@@ -255,7 +255,7 @@ def _state_keys(variables: list[Variable]) -> list[tuple[object, ...]]:
     ]
 
 
-def _check_same_versions(path: Path, recorded: Provenance, now: Provenance) -> None:
+def _check_same_versions(path: Path, recorded: Provenance[RecordOptions], now: Provenance[RecordOptions]) -> None:
     """A resumed trajectory is continued by the same Themisto and kernel versions that began it."""
     before, after = recorded.versions(), now.versions()
     for name, version in before.items():
@@ -301,36 +301,6 @@ def _check_resumable(path: Path, done: list[Step], executions: list[Execute]) ->
             )
 
 
-def shard_of(trajectory_id: str, count: int) -> int:
-    """The 0-based shard of ``count`` a trajectory belongs to: a stable hash of its id.
-
-    A hash (not the position in a sorted listing) keeps a trajectory in the same
-    shard when other sources are added to the corpus, so a sharded ``--resume``
-    never moves work between machines; shards are balanced only on average.
-    """
-    digest = hashlib.sha256(trajectory_id.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % count
-
-
-class Identified(Protocol):
-    """Anything that names its trajectory: a source, a scored trajectory."""
-
-    @property
-    def trajectory_id(self) -> str: ...
-
-
-Item = TypeVar("Item", bound=Identified)
-
-
-def select_shard(sources: list[Item], index: int, count: int) -> list[Item]:
-    """The items of the 0-based shard ``index`` of ``count``, in their given order."""
-    if not (count >= 1 and 0 <= index < count):
-        raise OptionError(
-            "{shard} {index}/{count}: the index must be 0 to count-1 (shards are 0-based)", index=index, count=count
-        )
-    return [source for source in sources if shard_of(source.trajectory_id, count) == index]
-
-
 def record_source(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     out_dir: str | os.PathLike[str],
@@ -348,12 +318,11 @@ def record_source(
     ``jobs`` kernels run at once, each recording whole trajectories (each file
     is written by one worker only). ``shard=(index, count)`` keeps only the
     trajectories of the 0-based shard ``index`` of ``count`` (see
-    :func:`shard_of`). ``progress(path, new_steps)`` is called after each
+    :func:`~themisto.run_options.shard_of`). ``progress(path, new_steps)`` is called after each
     trajectory, ``failed(trajectory_id, error)`` after each that failed; a
     failure does not stop the others, and is raised once all have finished
     (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`. ``steps``
     follows the steps recorded across the whole corpus (see :class:`~themisto.progress.ProgressCounter`).
-    (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`.
 
     The output folder is checked before any kernel starts (it can be created
     and written, and takes the file names; see
@@ -368,12 +337,9 @@ def record_source(
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     options = options or RecordOptions()
-    if jobs < 1:
-        raise OptionError("{jobs} must be at least 1")
+    RunOptions(jobs, shard)  # checks both
     check_options(options)
-    sources = read_sources(paths, options.skip_pattern, options.notebook_order)
-    if shard is not None:
-        sources = select_shard(sources, *shard)
+    sources = select_shard(read_sources(paths, options.skip_pattern, options.notebook_order), shard)
     for source in sources:
         kernel_workdir(source, options)  # a remote source without --workdir fails before any kernel starts
     counter = None if steps is None else ProgressCounter("record", sum(len(s.executions) for s in sources), steps)

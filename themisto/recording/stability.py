@@ -338,7 +338,7 @@ def check_stability(
         if out_dir is not None:
             copy = Path(out_dir) / path.name
             write_trajectory(copy, annotated)
-            copy_provenance(path, copy)
+            copy_provenance(path, copy, RecordOptions)
             summary = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
             write_atomically(Path(out_dir) / SUMMARY_FILE, summary)
     return report
@@ -352,7 +352,7 @@ def replay_options(path: Path, given: RecordOptions, chosen: Collection[str]) ->
     differently could never compare equal. Without provenance (recorded before it existed, or
     imported), ``given`` applies, and the working directory defaults to the current one.
     """
-    recorded = read_provenance(path)
+    recorded = read_provenance(path, RecordOptions)
     if recorded is None or recorded.options is None:
         return given
     options = with_recorded(given, recorded.options, chosen, str(path), may_change=ENVIRONMENT)

@@ -9,15 +9,14 @@ import os
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from themisto.evaluation.exec.files import exec_samples_name
 from themisto.exceptions import InputError, OptionError, short_message
 from themisto.jsonl import iter_json_objects
-from themisto.kernel import ENVIRONMENT, with_recorded
+from themisto.kernel import ENVIRONMENT, KernelOptions, with_recorded
 from themisto.lm_eval_files import find_sample_log_files, newest_sample_logs
 from themisto.provenance import read_provenance
-from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, is_recording_stopped, trajectory_files
 from themisto.vocabulary import (
     NEXT_CELL_TASK,
@@ -28,6 +27,8 @@ from themisto.vocabulary import (
 )
 
 NEXT_CELL_TASKS = (NEXT_CELL_TASK, NEXT_CELL_TASK + RUNTIME_SUFFIX)
+
+Options = TypeVar("Options", bound=KernelOptions)
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def load_recorded(
     return Recorded(result, files)
 
 
-def replay_options(path: Path | None, given: RecordOptions, chosen: Collection[str]) -> RecordOptions:
+def replay_options(path: Path | None, given: Options, chosen: Collection[str]) -> Options:
     """The options to replay a trajectory file with: those its provenance names, as ``stability`` replays it.
 
     The caller's ``chosen`` options may change the replay environment (timeout, working directory, kernel,
@@ -191,7 +192,7 @@ def replay_options(path: Path | None, given: RecordOptions, chosen: Collection[s
     the replay runs in the folder it was recorded in while that still exists (else in ``given``'s); a
     trajectory without provenance (from a build, or imported) replays with ``given``.
     """
-    recorded = None if path is None else read_provenance(path)
+    recorded = None if path is None else read_provenance(path, type(given))
     if recorded is None or recorded.options is None:
         return given
     options = with_recorded(given, recorded.options, chosen, str(path), may_change=ENVIRONMENT)

@@ -28,6 +28,7 @@ from themisto.kernel import (
     DEAD_KERNEL_ERROR,
     ChildResult,
     ForkingSession,
+    KernelOptions,
     OutputCollector,
     SnapshotResult,
     Stopped,
@@ -35,7 +36,6 @@ from themisto.kernel import (
     normalize_output,
     state_key,
 )
-from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, Variable
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def tampered(what: str) -> Outcome:
     return _failed(f"Tampered: the prediction changed {what}", tampered=True)
 
 
-def parse_outcome(result: ChildResult, options: RecordOptions, before: dict[str, Variable]) -> Outcome:
+def parse_outcome(result: ChildResult, options: KernelOptions, before: dict[str, Variable]) -> Outcome:
     """An :class:`Outcome` from a child's result, rendered with the recorder's own output path.
 
     A variable the child's snapshot sends by name alone is unchanged since the
@@ -185,7 +185,7 @@ def score_trajectory(
     trajectory_id: str,
     steps: Sequence[RecordedStep],
     wanted: dict[int, list[str]],
-    options: RecordOptions,
+    options: KernelOptions,
     on_step: Callable[[], None] | None = None,
     *,
     stop: threading.Event | None = None,
@@ -223,7 +223,7 @@ class _Replay:
         result: TrajectoryScores,
         root: Path,
         steps: Sequence[RecordedStep],
-        options: RecordOptions,
+        options: KernelOptions,
         stop: threading.Event | None,
         on_step: Callable[[], None] | None,
     ) -> None:

@@ -26,12 +26,11 @@ from themisto.evaluation.exec.inputs import (
     replay_options,
 )
 from themisto.evaluation.exec.replay import TrajectoryScores, score_trajectory
-from themisto.exceptions import InputError, OptionError, OutputError
+from themisto.exceptions import InputError, OutputError
 from themisto.filesystem import ExclusiveLock, lock_path
-from themisto.kernel import check_fork_sandbox, check_options, chosen_options
+from themisto.kernel import KernelOptions, check_fork_sandbox, check_options, chosen_options
 from themisto.progress import Progress, ProgressCounter
-from themisto.recording.options import RecordOptions
-from themisto.recording.record import select_shard
+from themisto.run_options import RunOptions, select_shard
 
 
 @dataclass
@@ -84,7 +83,7 @@ def exec_score(
     data: str | None = None,
     trajectories: Sequence[str | os.PathLike[str]] = (),
     output: str | os.PathLike[str] | None = None,
-    options: RecordOptions | None = None,
+    options: KernelOptions | None = None,
     chosen: Collection[str] | None = None,
     jobs: int = 1,
     shard: tuple[int, int] | None = None,
@@ -115,10 +114,9 @@ def exec_score(
     is evidently not in the folder it was recorded in. On ``KeyboardInterrupt``
     the replays stop, what was scored is written, and the interrupt goes on.
     """
-    options = options or RecordOptions()
+    options = options or KernelOptions()
     chosen = chosen_options(options) if chosen is None else chosen
-    if jobs < 1:
-        raise OptionError("{jobs} must be at least 1")
+    RunOptions(jobs, shard)  # checks both
     if not run_dirs:
         raise InputError("no run folder given")
     out = None if output is None else Path(output)
@@ -138,8 +136,7 @@ def exec_score(
     references = reference_logs(logs, recorded.steps, root)
     # the reference's cell first at each step: it runs before any prediction could reach the replay
     plans = plan_codes(references + logs)
-    if shard is not None:
-        plans = select_shard(plans, *shard)
+    plans = select_shard(plans, shard)
     with contextlib.ExitStack() as locks:
         for folder in sorted({root.resolve(), *(Path(d).resolve() for d in run_dirs if out is None)}):
             locks.enter_context(_output_lock(folder))
