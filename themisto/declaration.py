@@ -44,6 +44,7 @@ class Declared:
 
     help: str  # what the option does; the CLI appends "(default X)" unless ``default_text`` is ""
     flag: str | None = None  # the command-line flag; None: --<name with dashes>, --no-<...> for a True default
+    short: str | None = None  # a one-letter alias of the flag (-o)
     metavar: str | None = None
     choices: tuple[str, ...] | None = None  # the values allowed (checked in Python as at the command line)
     # command-line text to value; None: the default's type. Text it refuses with ValueError is argparse's usage
@@ -53,10 +54,15 @@ class Declared:
     default_text: str | None = None  # how help shows the default; None: the default itself; "": not shown
     repeatable: bool = False  # the flag may be given several times, each adding one value to a tuple
     categories: tuple[Category, ...] = ()  # what the option is to a run (see Category)
+    # the flag may be given bare, meaning this value, or with a value (argparse's nargs="?"); None: it may not
+    bare: Any = None
 
 
 def option(default: Any, help: str, **declared: Any) -> Any:
-    """A dataclass field with its default and its :class:`Declared` explanation, spelling and check."""
+    """A dataclass field with its default and its :class:`Declared` explanation, spelling and check.
+
+    A ``default`` of :data:`dataclasses.MISSING` makes the option required (its flag too).
+    """
     return dataclasses.field(default=default, metadata={_KEY: Declared(help=help, **declared)})
 
 
@@ -148,16 +154,21 @@ def add_declared_arguments(
         text = (helps or {}).get(field.name, declared.help)
         shown = _default_text(field, declared)
         help_text = f"{text} (default {shown})" if shown else text
-        flag = flag_of(field, declared)
+        flags = [*([declared.short] if declared.short else []), flag_of(field, declared)]
         common: dict[str, Any] = {"dest": field.name, "default": None, "help": help_text.replace("%", "%%")}
+        if field.default is dataclasses.MISSING:
+            common["required"] = True
+        if declared.bare is not None:
+            parser.add_argument(*flags, nargs="?", const=declared.bare, metavar=declared.metavar, **common)
+            continue
         if isinstance(field.default, bool):
             # a switch: given, it sets the value its default is not
-            parser.add_argument(flag, action="store_const", const=not field.default, **common)
+            parser.add_argument(*flags, action="store_const", const=not field.default, **common)
             continue
         kind: dict[str, Any] = {"metavar": declared.metavar, "choices": declared.choices}
         if declared.choices is None:
             kind["type"] = _argument_type(declared.parse or _text_type(field.default))
-        parser.add_argument(flag, action="append" if declared.repeatable else "store", **kind, **common)
+        parser.add_argument(*flags, action="append" if declared.repeatable else "store", **kind, **common)
 
 
 def declared_values(args: argparse.Namespace, cls: type, names: Collection[str] | None = None) -> dict[str, Any]:
@@ -204,7 +215,7 @@ def _default_text(field: dataclasses.Field[Any], declared: Declared) -> str:
     """How help shows an option's default: its declared text, else the value (switches show none)."""
     if declared.default_text is not None:
         return declared.default_text
-    if isinstance(field.default, bool) or field.default is None or field.default == ():
+    if isinstance(field.default, bool) or field.default in (None, (), dataclasses.MISSING):
         return ""
     return f"{field.default:g}" if isinstance(field.default, float) else str(field.default)
 

@@ -269,6 +269,9 @@ def test_eval_and_record_refuse_bad_input_in_one_line_before_any_work(
         (["eval", "--data", str(data), "--model", "themisto-empty", "-o", str(a_file)], "is a file, not a folder"),
         (["eval", "--data", str(data), "--model", "themisto-empty", "-o", str(a_file / "run")], "cannot create"),
         ([*eval_args, "--model", "themisto-empty", "--gen-kwargs", "max_gen_toks"], "--gen-kwargs 'max_gen_toks'"),
+        # eval's flags come from its declaration (EvalOptions): its checks, in the flag's spelling
+        ([*eval_args, "--model", "themisto-empty", "--limit", "0"], "--limit must be positive, got 0"),
+        ([*eval_args, "--model", "themisto-empty", "--limit", "some"], "--limit must be a number, got 'some'"),
         *(
             [
                 (
@@ -372,3 +375,13 @@ def test_the_documents_name_only_flags_their_commands_have() -> None:
             wrong += [f"{path.name}: {match[0]}" for flag in given if flag not in flags[match[1]]]
     assert not wrong
     assert checked > 50  # the documents' command lines were found and read
+
+
+def test_eval_options_refuse_in_python_what_the_flags_refuse() -> None:
+    from themisto.cli.eval import EvalOptions
+
+    with pytest.raises(OptionError, match="^limit must be positive, got -1$"):
+        EvalOptions(model="themisto-empty", limit=-1)
+    with pytest.raises(OptionError, match="^split must be one of test, full, got 'all'$"):
+        EvalOptions(model="themisto-empty", split="all")
+    assert EvalOptions(model="themisto-empty").batch_size == 1

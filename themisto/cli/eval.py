@@ -17,15 +17,96 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import MISSING, dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from themisto.cli.options import add_data_argument
+from themisto.declaration import add_declared_arguments, check_declared, declared_values, option, positive
 from themisto.exceptions import InputError
 from themisto.vocabulary import BASELINES, BPB_GROUP, COMPRESSION_BASELINE, DEFAULT_SPLIT, LM_EVAL_GROUP, SPLITS
 
 DEFAULT_RUN_DIR = "runs"
+
+
+def _limit(text: str) -> int | float:
+    """``--limit``: a count of examples, or a fraction of each task below 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"must be a number, got {text!r}") from None
+    return value if value < 1 else int(value)
+
+
+def _batch_size(text: str) -> int | str:
+    """``--batch-size``: a positive count, or lm-eval's ``auto`` / ``auto:N``."""
+    if text == "auto" or text.startswith("auto:"):
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise InputError(f"must be a positive integer or 'auto', got {text!r}")
+
+
+def _gen_kwargs(text: str) -> dict[str, Any]:
+    """``--gen-kwargs``: lm-eval's ``KEY=VALUE,...`` as a dict (values typed as lm-eval types them)."""
+    from lm_eval.utils import simple_parse_args_string
+
+    pairs = [pair for pair in text.split(",") if pair.strip()]
+    if not pairs or not all("=" in pair and pair.split("=", 1)[0].strip() for pair in pairs):
+        raise InputError(f"{text!r} is not KEY=VALUE[,KEY=VALUE...], e.g. max_gen_toks=64")
+    parsed: dict[str, Any] = simple_parse_args_string(text)
+    return parsed
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """What ``themisto eval`` runs, on what, and where it writes; each option declared once."""
+
+    model: str = option(
+        MISSING, "lm-eval model name: hf, vllm, local-chat-completions, themisto-empty, ...", metavar="MODEL"
+    )
+    model_args: str = option("", "lm-eval model arguments, e.g. pretrained=DIR,dtype=float16", metavar="ARGS")
+    tasks: str = option(
+        LM_EVAL_GROUP,
+        "comma-separated task or group names",
+        metavar="TASKS",
+        default_text=f"the group {LM_EVAL_GROUP}, all four tasks",
+    )
+    limit: int | float | None = option(
+        None, "at most N examples per task (a fraction if < 1)", metavar="N", parse=_limit, check=positive
+    )
+    output: str = option(
+        DEFAULT_RUN_DIR,
+        "folder for results and samples, checked before anything runs",
+        short="-o",
+        metavar="RUN_DIR",
+    )
+    split: str = option(DEFAULT_SPLIT, "test: the paper-style sample; full: every eligible example", choices=SPLITS)
+    apply_chat_template: bool | str = option(
+        False,
+        "wrap prompts in the model's chat template (optionally a named one); for chat models",
+        metavar="TEMPLATE",
+        bare=True,
+    )
+    gen_kwargs: dict[str, Any] | None = option(
+        None,
+        "generation settings over the tasks' own, e.g. max_gen_toks=64 for a quick run (lm-eval's --gen_kwargs)",
+        metavar="KEY=VALUE,...",
+        parse=_gen_kwargs,
+    )
+    batch_size: int | str = option(1, "batch size, or 'auto' (hf)", metavar="BATCH_SIZE", parse=_batch_size)
+    device: str | None = option(
+        None, "device for local models, e.g. cuda:0 or cpu", metavar="DEVICE", default_text="the GPU, else the CPU"
+    )
+    verbose: bool = option(False, "show lm-eval's log messages and its request-building bar", short="-v")
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+
+
+# The options before --data in the help, and after it.
+_BEFORE_DATA = ("model", "model_args", "tasks", "limit", "output")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,86 +120,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             f"likelihood control (tasks {BPB_GROUP}): {COMPRESSION_BASELINE}."
         ),
     )
-    parser.add_argument(
-        "--model", required=True, help="lm-eval model name: hf, vllm, local-chat-completions, themisto-empty, ..."
-    )
-    parser.add_argument(
-        "--model-args", default="", metavar="ARGS", help="lm-eval model arguments, e.g. pretrained=DIR,dtype=float16"
-    )
-    parser.add_argument(
-        "--tasks",
-        default=LM_EVAL_GROUP,
-        help=f"comma-separated task or group names (default: the group {LM_EVAL_GROUP}, all four tasks)",
-    )
-    parser.add_argument(
-        "--limit", type=_limit, default=None, metavar="N", help="at most N examples per task (a fraction if < 1)"
-    )
-    parser.add_argument(
-        "-o", "--output", default=DEFAULT_RUN_DIR, metavar="RUN_DIR",
-        help=f"folder for results and samples, checked before anything runs (default: {DEFAULT_RUN_DIR})",
-    )  # fmt: skip
+    add_declared_arguments(parser, EvalOptions, _BEFORE_DATA)
     add_data_argument(parser, "built dataset folder or Hub id, e.g. ORG/themisto")
-    parser.add_argument(
-        "--split",
-        default=DEFAULT_SPLIT,
-        choices=SPLITS,
-        help="test: the paper-style sample; full: every eligible example",
-    )
-    parser.add_argument(
-        "--apply-chat-template",
-        nargs="?",
-        const=True,
-        default=False,
-        metavar="TEMPLATE",
-        help="wrap prompts in the model's chat template (optionally a named one); for chat models",
-    )
-    parser.add_argument(
-        "--gen-kwargs",
-        default=None,
-        metavar="KEY=VALUE,...",
-        help="generation settings over the tasks' own, e.g. max_gen_toks=64 for a quick run (lm-eval's --gen_kwargs)",
-    )
-    parser.add_argument("--batch-size", default="1", help="batch size, or 'auto' (hf)")
-    parser.add_argument(
-        "--device", default=None, help="device for local models, e.g. cuda:0 or cpu (default: the GPU, else the CPU)"
-    )
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="show lm-eval's log messages and its request-building bar"
-    )
+    add_declared_arguments(parser, EvalOptions, [f.name for f in fields(EvalOptions) if f.name not in _BEFORE_DATA])
     parser.set_defaults(func=run)
-
-
-def _limit(text: str) -> int | float:
-    """``--limit``: a count of examples, or a fraction of each task below 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value if value < 1 else int(value)
-
-
-def _batch_size(text: str) -> int | str:
-    """``--batch-size``: a positive count, or lm-eval's ``auto`` / ``auto:N``."""
-    if text == "auto" or text.startswith("auto:"):
-        return text
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise InputError(f"--batch-size must be a positive integer or 'auto', got {text!r}")
-
-
-def _gen_kwargs(text: str | None) -> dict[str, Any] | None:
-    """``--gen-kwargs``: lm-eval's ``KEY=VALUE,...`` as a dict (values typed as lm-eval types them)."""
-    if text is None:
-        return None
-    from lm_eval.utils import simple_parse_args_string
-
-    pairs = [pair for pair in text.split(",") if pair.strip()]
-    if not pairs or not all("=" in pair and pair.split("=", 1)[0].strip() for pair in pairs):
-        raise InputError(f"--gen-kwargs {text!r} is not KEY=VALUE[,KEY=VALUE...], e.g. max_gen_toks=64")
-    parsed: dict[str, Any] = simple_parse_args_string(text)
-    return parsed
 
 
 @contextmanager
@@ -147,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
     from themisto.evaluation.harness import model_class, no_empty_folder_on_failure
     from themisto.filesystem import prepare_output_folder
 
-    if args.verbose:
+    options = EvalOptions(**declared_values(args, EvalOptions))
+    if options.verbose:
         setup_logging(logging.INFO)
     else:
         # lm-eval warns once per task about options Themisto sets on purpose;
@@ -156,53 +162,50 @@ def run(args: argparse.Namespace) -> int:
         import datasets
 
         datasets.disable_progress_bars()  # one "Generating split" bar per task and split
-    tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
-    batch_size, gen_kwargs = _batch_size(args.batch_size), _gen_kwargs(args.gen_kwargs)
+    tasks = [name.strip() for name in options.tasks.split(",") if name.strip()]
     data = find_data(args.data)
-    model_class(args.model)  # an unknown name is one line, before the status line
-    output = Path(args.output)
+    model_class(options.model)  # an unknown name is one line, before the status line
+    output = Path(options.output)
     with no_empty_folder_on_failure(output):
         prepare_output_folder(output)
         print(
-            f"themisto eval: {args.model} on {', '.join(tasks)}, {args.split} split of {describe_data(data)}",
+            f"themisto eval: {options.model} on {', '.join(tasks)}, {options.split} split of {describe_data(data)}",
             file=sys.stderr,
         )
         started = time.perf_counter()
-        results = _evaluate(args, tasks, data.location, batch_size, gen_kwargs)
+        results = _evaluate(options, tasks, data.location)
     if results is None:  # a non-zero rank of a multi-process run: rank 0 reports
         return 0
     print(make_table(results))
     if "groups" in results:
         print(make_table(results, "groups"))
     elapsed = time.perf_counter() - started
-    print(f"themisto eval: done in {elapsed:.1f} s; results and samples in {args.output}", file=sys.stderr)
+    print(f"themisto eval: done in {elapsed:.1f} s; results and samples in {options.output}", file=sys.stderr)
     return 0
 
 
-def _evaluate(
-    args: argparse.Namespace, tasks: list[str], data: str, batch_size: int | str, gen_kwargs: dict[str, Any] | None
-) -> dict[str, Any] | None:
+def _evaluate(options: EvalOptions, tasks: list[str], data: str) -> dict[str, Any] | None:
     """:func:`~themisto.evaluation.harness.evaluate` with the command's options; lm-eval's errors as one line."""
     from themisto.evaluation.harness import evaluate
     from themisto.exceptions import short_message
 
     try:
-        with _request_bar_off(args.verbose):
+        with _request_bar_off(options.verbose):
             results = evaluate(
-                args.model,
-                args.model_args,
+                options.model,
+                options.model_args,
                 tasks=tasks,
-                limit=args.limit,
-                output_path=args.output,
+                limit=options.limit,
+                output_path=options.output,
                 data=data,
-                split=args.split,
-                batch_size=batch_size,
-                device=args.device,
-                apply_chat_template=args.apply_chat_template,
-                gen_kwargs=gen_kwargs,
+                split=options.split,
+                batch_size=options.batch_size,
+                device=options.device,
+                apply_chat_template=options.apply_chat_template,
+                gen_kwargs=options.gen_kwargs,
             )
     except (ValueError, OSError) as exc:
         # lm-eval reports an unknown model name or bad model arguments as
         # ValueError; transformers and vLLM report a missing checkpoint as OSError.
-        raise InputError(f"{args.model}: {short_message(exc)}") from exc
+        raise InputError(f"{options.model}: {short_message(exc)}") from exc
     return results
