@@ -243,6 +243,14 @@ def test_where_landlock_is_missing_record_refuses_in_one_line_naming_no_sandbox(
         capture_output=True, text=True, env=process_environment(), cwd=REPOSITORY, timeout=60,
     )  # fmt: skip
     assert probe.stdout.strip() == "0", probe.stderr  # the stand-in works: no Landlock in there
+    # a Python caller meets the same one check, the option spelled as a keyword
+    python = subprocess.run(
+        [*wrapper, "-c", "from themisto.kernel import KernelOptions, check_options\n"
+         "try:\n    check_options(KernelOptions())\nexcept Exception as e:\n    print(type(e).__name__, e)"],
+        capture_output=True, text=True, env=process_environment(), cwd=REPOSITORY, timeout=60,
+    )  # fmt: skip
+    assert python.stdout.startswith("OptionError this system has no Landlock"), python.stderr
+    assert "run unconfined with sandbox=False" in python.stdout
     for command in (["record", str(notebook), "-o", str(tmp_path / "out")], ["stability", str(tmp_path / "none")]):
         refused = subprocess.run(
             [*wrapper, *themisto_command(*command)[1:]],

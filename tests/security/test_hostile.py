@@ -23,7 +23,8 @@ import pytest
 
 from themisto.cli import main
 from themisto.exceptions import KernelError
-from themisto.kernel.launcher import Sandbox, launcher_command
+from themisto.kernel.inside.wire import LaunchRequest, Sandbox
+from themisto.kernel.launcher import launcher_command
 from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
@@ -139,15 +140,36 @@ def test_a_memory_limit_too_small_for_the_kernel_is_one_clear_error(tmp_path: Pa
 
 def test_every_kernel_command_runs_under_the_launcher_with_its_limits() -> None:
     command = ["python", "-m", "ipykernel_launcher", "-f", "conn.json"]
+    launcher = [sys.executable, "-m", "themisto.kernel.launcher"]
     plain = launcher_command(command, None, None, None)
-    launcher = [sys.executable, "-m", "themisto.kernel.launcher", "--parent", str(os.getpid())]
-    assert plain == [*launcher, "--no-sandbox", "--", *command]
-    confined = launcher_command(command, None, None, Sandbox(("/work", "/dev/null"), allow_network=True))
-    assert confined == [*launcher, "--writable", "/work", "--writable", "/dev/null", "--allow-network", "--", *command]
-    limited = launcher_command(command, 2**30, 5, None)
-    assert limited[-len(command) - 1 :] == ["--", *command]
-    assert limited[:3] == [sys.executable, "-m", "themisto.kernel.launcher"]
-    assert limited[limited.index("--max-memory") + 1] == str(2**30) and "--max-cpu-seconds" in limited
+    assert plain[:3] == launcher and plain[4:] == ["--", *command]
+    assert LaunchRequest.from_json(plain[3]) == LaunchRequest(os.getpid(), None, None, None)
+    sandbox = Sandbox(["/work", "/dev/null"], allow_network=True, bind_ports=[])
+    confined = launcher_command(command, 2**30, 5, sandbox)
+    assert confined[:3] == launcher and confined[4:] == ["--", *command]
+    assert LaunchRequest.from_json(confined[3]) == LaunchRequest(os.getpid(), 2**30, 5, sandbox)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["{}", "--", "python"],  # fields missing
+        ['{"parent": 1, "max_memory": "1G", "max_cpu_seconds": null, "sandbox": null}', "--", "python"],
+        ['{"parent": 1, "max_memory": null, "max_cpu_seconds": null, "sandbox": null}'],  # no command
+        [
+            '{"parent": 1, "max_memory": null, "max_cpu_seconds": null,'
+            ' "sandbox": {"writable": [], "allow_network": false, "bind_ports": []}}',
+            "--",
+            "python",
+        ],  # a sandbox that lets the kernel write nowhere, not even its sockets
+    ],
+)
+def test_the_launcher_refuses_a_request_the_wire_does_not_decode_in_one_line(arguments: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "themisto.kernel.launcher", *arguments], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("python -m themisto.kernel.launcher: ")
 
 
 def test_launcher_sets_limits_on_the_kernel_it_supervises() -> None:

@@ -15,8 +15,8 @@ kernel is the sub-package :mod:`themisto.kernel.inside` (standard library only).
 - :mod:`~themisto.kernel.inside`: the code that runs inside the kernel
 """
 
-from themisto.kernel.environment import has_credentials, kernel_environment
-from themisto.kernel.forking import ForkingSession, check_fork_sandbox, state_key
+from themisto.kernel.environment import FORK_ABI, has_credentials, kernel_environment
+from themisto.kernel.forking import ForkingSession, state_key
 from themisto.kernel.inside.fork import copy_tree
 from themisto.kernel.inside.snapshot import clean_text
 from themisto.kernel.inside.wire import ChildResult, SnapshotResult
@@ -36,6 +36,7 @@ __all__ = [
     "ChildResult",
     "DEAD_KERNEL_ERROR",
     "ENVIRONMENT",
+    "FORK_ABI",
     "ForkingSession",
     "KernelOptions",
     "MEMORY_ADDRESS",
@@ -44,7 +45,6 @@ __all__ = [
     "SnapshotResult",
     "Stopped",
     "TRUST",
-    "check_fork_sandbox",
     "check_options",
     "chosen_options",
     "clean_text",

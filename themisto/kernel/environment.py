@@ -12,15 +12,16 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themisto.exceptions import InputError
+from themisto.exceptions import InputError, OptionError
 from themisto.kernel.inside import landlock
+from themisto.kernel.inside.wire import Sandbox
 
 if TYPE_CHECKING:
-    from themisto.kernel.launcher import Sandbox
+    from themisto.kernel.options import KernelOptions
 
 # Environment variables whose name contains one of these words (split on anything but letters and
 # digits) are credentials and never reach the kernel: AWS_SECRET_ACCESS_KEY, HF_TOKEN, GITHUB_PAT, ...
@@ -211,31 +212,58 @@ WRITABLE_DEVICES = (
 GPU_DEVICES = "/dev/nvidia*"
 
 
-def kernel_sandbox(writable: Collection[Path], allow_network: bool) -> Sandbox:
-    """The sandbox of a kernel that may write beneath ``writable`` (and to the devices it needs)."""
-    from themisto.kernel.launcher import Sandbox
-
-    paths = [str(Path(path).resolve()) for path in writable] + list(WRITABLE_DEVICES) + sorted(glob.glob(GPU_DEVICES))
-    return Sandbox(tuple(paths), allow_network)
-
-
-NO_LANDLOCK = (
-    "this system has no Landlock (Linux 5.13 or later, with Landlock enabled), which confines the notebook's"
-    " kernels; pass --no-sandbox (sandbox=False in Python) to run them unconfined (see SECURITY.md)"
-)
+# The Landlock ABI each use of the sandbox needs: a kernel's, any (1); a forked prediction's, 6, the first
+# that scopes signals and abstract unix sockets, so the prediction reaches neither its kernel nor the scorer.
+KERNEL_ABI = 1
+FORK_ABI = 6
+_NEEDED_BY = {KERNEL_ABI: "the kernels' sandbox", FORK_ABI: "a prediction's sandbox (scoped signals)"}
 
 
-def check_sandbox(sandbox: bool) -> None:
-    """Raise :class:`InputError` where kernels are to be confined and this system cannot."""
-    if sandbox and landlock.abi_version() < 1:
-        raise InputError(NO_LANDLOCK)
+@dataclass(frozen=True)
+class KernelSandbox:
+    """How a kernel is confined, decided and checked once from its options; the provenance says it as it is.
 
+    The one object from the options to ``confine``: its :meth:`domain` is the wire record the launcher enters
+    (:class:`~themisto.kernel.inside.wire.Sandbox`), and a forked prediction is confined when it is.
+    """
 
-def sandbox_in_force(sandbox: bool, allow_network: bool) -> str:
-    """What the provenance says of a kernel's confinement: ``landlock-abi-N`` (``+network``), or ``none``."""
-    if not sandbox:
-        return "none"
-    return f"landlock-abi-{landlock.abi_version()}" + ("+network" if allow_network else "")
+    abi: int  # the Landlock ABI in force; 0: unconfined
+    allow_network: bool
+
+    @classmethod
+    def of(cls, options: KernelOptions, needs: int = KERNEL_ABI) -> KernelSandbox:
+        """The sandbox ``options`` ask for, needing ABI ``needs``; :class:`OptionError` where this system lacks it."""
+        if not options.sandbox:
+            return cls(0, options.allow_network)
+        abi = landlock.abi_version()
+        if abi < needs:
+            raise OptionError(
+                "this system {offers}, and {what} needs Landlock ABI {needs} or later (Linux 5.13 or later, with"
+                " Landlock enabled): run unconfined with {sandbox:False}, knowing what the sandbox keeps from the"
+                " notebook's code (see SECURITY.md)",
+                offers="has no Landlock" if abi < 1 else f"offers Landlock ABI {abi}",
+                what=_NEEDED_BY.get(needs, "the sandbox"),
+                needs=needs,
+            )
+        return cls(abi, options.allow_network)
+
+    @property
+    def confined(self) -> bool:
+        return self.abi > 0
+
+    @property
+    def provenance(self) -> str:
+        """What the provenance says of it: ``landlock-abi-N`` (``+network``), or ``none``."""
+        if not self.confined:
+            return "none"
+        return f"landlock-abi-{self.abi}" + ("+network" if self.allow_network else "")
+
+    def domain(self, writable: Collection[Path]) -> Sandbox | None:
+        """The domain of a kernel that may write beneath ``writable`` (and to the devices it needs); None: none."""
+        if not self.confined:
+            return None
+        paths = [str(Path(path).resolve()) for path in writable] + list(WRITABLE_DEVICES)
+        return Sandbox(paths + sorted(glob.glob(GPU_DEVICES)), self.allow_network, [])
 
 
 # --- the recording process, seen from the kernel -------------------------------------------------
@@ -330,7 +358,7 @@ def supervised_kernel_manager(
             command = super().format_kernel_cmd(extra_arguments)
             if confined is not None and self.transport == "tcp":  # the ports are chosen by now (and on restart)
                 ports = (self.shell_port, self.iopub_port, self.stdin_port, self.control_port, self.hb_port)
-                return launcher_command(command, max_memory, max_cpu_seconds, replace(confined, bind_ports=ports))
+                return launcher_command(command, max_memory, max_cpu_seconds, replace(confined, bind_ports=list(ports)))
             return launcher_command(command, max_memory, max_cpu_seconds, confined)
 
         async def _async_kill_kernel(self, restart: bool = False) -> None:
@@ -347,7 +375,7 @@ def supervised_kernel_manager(
     # warning from every kernel. The path is absolute: the kernel runs in another directory.
     sockets = tempfile.mkdtemp(prefix="themisto-kernel-")
     if sandbox is not None:  # the kernel binds its sockets there (and TCP stays denied)
-        confined = replace(sandbox, writable=(*sandbox.writable, sockets))
+        confined = replace(sandbox, writable=[*sandbox.writable, sockets])
     manager = SupervisedKernelManager(
         kernel_name=kernel_name,
         kernel_spec_manager=kernel_specs(),

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from themisto.exceptions import OptionError
 from themisto.kernel import inject
-from themisto.kernel.inside import landlock, wire
+from themisto.kernel.environment import FORK_ABI
+from themisto.kernel.inside import wire
 from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import normalize_output
 from themisto.kernel.recorder import Recorder
@@ -56,7 +56,8 @@ class ForkingSession:
     """One replay kernel: the recorder's cells, plus cells run in forked children of the kernel.
 
     ``scratch`` holds the children's private folders and the code files a forked run reads (the kernel's
-    sandbox lets it write there too). With ``options.sandbox`` each child runs in a nested Landlock domain: it writes only in its private folder, signals and
+    sandbox lets it write there too). Where the kernel is sandboxed (``options.sandbox``, which here needs Landlock
+    ABI 6) each child runs in a nested Landlock domain: it writes only in its private folder, signals and
     ptraces nothing outside its domain (the kernel, the scorer), and connects to no TCP port (the kernel's
     channels among them).
     """
@@ -77,6 +78,7 @@ class ForkingSession:
             stop=stop,
             installs=(inject.fork_install_code(),),
             also_writable=(scratch,),
+            sandbox_abi=FORK_ABI,
         )
         self.workdir, self.options, self.scratch = workdir, options, scratch
         self._requests = 0
@@ -120,7 +122,7 @@ class ForkingSession:
             max_raw_output_chars=self.options.max_raw_output_chars,
             root=str(self.workdir),
             scratch=str(self.scratch),
-            confine=self.options.sandbox,
+            confine=self.recorder.sandbox.confined,
             # the children's snapshots name the variables unchanged since the recorder's last one, and announce
             # nothing (the recorder's file is not theirs to write)
             snapshot=replace(self.recorder.snapshot_request(), announce=None),
@@ -174,23 +176,6 @@ class ForkingSession:
         if now.error is not None or state_key(now.variables) != state_key(list(checkpoint.namespace.values())):
             return "the replay's namespace"
         return None
-
-
-# The Landlock ABI a prediction's domain needs: 6, the first that scopes signals and abstract unix sockets.
-SANDBOX_ABI = 6
-
-
-def check_fork_sandbox() -> None:
-    """Refuse, naming ``--no-sandbox``, where predictions cannot get a Landlock domain that scopes signals."""
-    abi = landlock.abi_version()
-    if abi < SANDBOX_ABI:
-        raise OptionError(
-            "this system offers Landlock ABI {abi}, and a prediction's sandbox needs {needed} (scoped signals):"
-            " run without it with {sandbox:False}, knowing a prediction can then reach the replay kernel and the"
-            " scorer",
-            abi=abi,
-            needed=SANDBOX_ABI,
-        )
 
 
 def state_key(variables: Sequence[Variable]) -> str:

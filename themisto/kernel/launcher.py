@@ -1,4 +1,8 @@
-"""Supervise one kernel: ``python -m themisto.kernel.launcher --parent PID [LIMITS] -- KERNEL_COMMAND...``.
+"""Supervise one kernel: ``python -m themisto.kernel.launcher REQUEST -- KERNEL_COMMAND...``.
+
+``REQUEST`` is a :class:`~themisto.kernel.inside.wire.LaunchRequest` as JSON (the recorder's process, the
+limits, the sandbox), decoded with the wire's checks, so the host and the launcher share one typed record
+instead of flags written on one side and parsed back on the other.
 
 Every kernel the recorder starts runs under this launcher, which stays its
 parent for the kernel's whole life (Linux; elsewhere it only sets the limits
@@ -31,10 +35,10 @@ and waits):
   - CPU: ``RLIMIT_CPU``, CPU seconds of the kernel process since it started
     (restarts start afresh). At the limit the kernel gets ``SIGXCPU`` and dies;
     one second later ``SIGKILL`` ends a kernel that ignores it.
-- The kernel is confined (unless ``--no-sandbox``): just before it becomes the kernel command it enters a
-  Landlock domain (:mod:`themisto.kernel.inside.landlock`) in which it may write only beneath the ``--writable``
-  paths (its working directory and private folders), connect or bind no TCP socket (unless
-  ``--allow-network``; it may bind the ``--bind-port`` ports, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
+- The kernel is confined (unless the request's ``sandbox`` is null): just before it becomes the kernel command
+  it enters a Landlock domain (:mod:`themisto.kernel.inside.landlock`) in which it may write only beneath the
+  sandbox's ``writable`` paths (its working directory and private folders), connect or bind no TCP socket (unless
+  ``allow_network``; it may bind the ``bind_ports``, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
   this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
   inherits the domain.
 - A kernel started by root loses, from its capability bounding set, the
@@ -46,16 +50,15 @@ and waits):
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import signal
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from themisto.kernel.inside import landlock
+from themisto.kernel.inside.wire import LaunchRequest, Sandbox, WireError
 
 MODULE = "themisto.kernel.launcher"
 # Seconds past the CPU limit at which the kernel is killed if it survived SIGXCPU.
@@ -71,21 +74,6 @@ _PR_SET_CHILD_SUBREAPER = 36
 _MEMORY_READING_CAPABILITIES = (16, 17, 19, 21, 38, 39)
 
 
-@dataclass(frozen=True)
-class Sandbox:
-    """The Landlock domain a kernel runs in: where it may write, and whether it may use TCP."""
-
-    writable: tuple[str, ...]
-    allow_network: bool = False
-    bind_ports: tuple[int, ...] = ()  # TCP ports the kernel may bind without the network (its own, over tcp)
-
-    def arguments(self) -> list[str]:
-        """The launcher's options that set up this domain."""
-        options = [option for path in self.writable for option in ("--writable", path)]
-        options += [option for port in self.bind_ports for option in ("--bind-port", str(port))]
-        return options + (["--allow-network"] if self.allow_network else [])
-
-
 class _Stop(Exception):
     """Raised by the SIGTERM handler: kill the kernel and every descendant, then exit."""
 
@@ -97,13 +85,8 @@ def launcher_command(
 
     This process is its parent.
     """
-    limits = ["--parent", str(os.getpid())]
-    limits += ["--no-sandbox"] if sandbox is None else sandbox.arguments()
-    if max_memory is not None:
-        limits += ["--max-memory", str(max_memory)]
-    if max_cpu_seconds is not None:
-        limits += ["--max-cpu-seconds", str(max_cpu_seconds)]
-    return [sys.executable, "-m", MODULE, *limits, "--", *command]
+    request = LaunchRequest(os.getpid(), max_memory, max_cpu_seconds, sandbox)
+    return [sys.executable, "-m", MODULE, request.to_json(), "--", *command]
 
 
 def apply_limits(max_memory: int | None, max_cpu_seconds: int | None) -> None:
@@ -132,9 +115,7 @@ def _prctl(option: int, value: int) -> int:
         return -1
 
 
-def _become_kernel(
-    command: list[str], max_memory: int | None, max_cpu_seconds: int | None, sandbox: Sandbox | None, launcher: int
-) -> None:
+def _become_kernel(command: list[str], request: LaunchRequest, launcher: int) -> None:
     """In the forked child: die with the launcher, take the limits, shed capabilities, enter the sandbox, exec."""
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -142,11 +123,11 @@ def _become_kernel(
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != launcher:  # the launcher died before the death signal was armed
             os._exit(1)
-        apply_limits(max_memory, max_cpu_seconds)
+        apply_limits(request.max_memory, request.max_cpu_seconds)
         for capability in _MEMORY_READING_CAPABILITIES:
             _prctl(_PR_CAPBSET_DROP, capability)  # fails harmlessly for a user who has no capabilities
-        if sandbox is not None:
-            confine(sandbox)
+        if request.sandbox is not None:
+            confine(request.sandbox)
         os.execvp(command[0], command)
     except BaseException as exc:
         print(f"themisto launcher: cannot start the kernel: {exc}", file=sys.stderr)
@@ -240,35 +221,27 @@ def _raise_stop(signum: int, frame: object) -> None:
     raise _Stop
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def _request(argv: list[str]) -> tuple[LaunchRequest, list[str]]:
+    """The request and the kernel command in ``argv`` (``REQUEST -- COMMAND...``); exits 2 on anything else."""
+    if len(argv) < 3 or argv[1] != "--":
+        _usage("expected REQUEST -- KERNEL_COMMAND...")
+    try:
+        request = LaunchRequest.from_json(argv[0])
+    except WireError as exc:
+        _usage(str(exc))
+    if request.sandbox is not None and not request.sandbox.writable:
+        _usage("a sandbox needs the paths the kernel may write")
+    return request, argv[2:]
+
+
+def _usage(problem: str) -> NoReturn:
+    print(f"python -m {MODULE}: {problem}", file=sys.stderr)
+    sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Parse the options, start the kernel as a supervised child, and clean up after it."""
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.splitlines()[0])
-    parser.add_argument("--parent", type=int, metavar="PID", help="the recorder: this launcher dies with it")
-    parser.add_argument("--max-memory", type=_positive_int, metavar="BYTES", help="RLIMIT_DATA of the kernel")
-    parser.add_argument("--max-cpu-seconds", type=_positive_int, metavar="S", help="RLIMIT_CPU of the kernel")
-    parser.add_argument(
-        "--writable", action="append", default=[], metavar="PATH", help="a path the kernel may write beneath"
-    )
-    parser.add_argument("--allow-network", action="store_true", help="let the kernel use TCP")
-    parser.add_argument(
-        "--bind-port", action="append", type=int, default=[], metavar="PORT", help="a TCP port the kernel may bind"
-    )
-    parser.add_argument("--no-sandbox", action="store_true", help="run the kernel unconfined")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the kernel command line")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("no kernel command given")
-    if not args.no_sandbox and not args.writable:
-        parser.error("give the kernel's --writable paths, or --no-sandbox")
-    sandbox = None if args.no_sandbox else Sandbox(tuple(args.writable), args.allow_network, tuple(args.bind_port))
+    """Read the request, start the kernel as a supervised child, and clean up after it."""
+    request, command = _request(sys.argv[1:] if argv is None else argv)
     # interrupts are sent to the whole process group and are meant for the kernel alone
     signal.signal(signal.SIGINT, lambda signum, frame: None)
     status = None
@@ -276,12 +249,12 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _raise_stop)
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if args.parent is not None and os.getppid() != args.parent:
+        if os.getppid() != request.parent:
             raise _Stop  # the recorder died before the death signal was armed
         launcher = os.getpid()
         kernel = os.fork()
         if kernel == 0:
-            _become_kernel(command, args.max_memory, args.max_cpu_seconds, sandbox, launcher)
+            _become_kernel(command, request, launcher)
         status = _wait_for(kernel)
     except _Stop:
         pass

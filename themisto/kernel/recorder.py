@@ -30,7 +30,7 @@ from typing import Any
 
 from themisto.exceptions import InputError, KernelError
 from themisto.kernel import inject
-from themisto.kernel.environment import check_kernel, check_sandbox, sandbox_in_force
+from themisto.kernel.environment import KERNEL_ABI, KernelSandbox, check_kernel
 from themisto.kernel.inside import snapshot, wire
 from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import cap_text, render_outputs, scrub
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 DEAD_KERNEL_ERROR = "DeadKernelError"
 
 
-def check_options(options: KernelOptions) -> None:
+def check_options(options: KernelOptions, sandbox_abi: int = KERNEL_ABI) -> None:
     """Raise :class:`InputError` for what the options need of this machine and it lacks, before any kernel starts.
 
     A working directory, the kernel, the sandbox: the values themselves were checked when the options were
@@ -53,7 +53,7 @@ def check_options(options: KernelOptions) -> None:
     if options.workdir is not None and not Path(options.workdir).is_dir():
         raise InputError(f"working directory {options.workdir} does not exist")
     check_kernel(options.kernel_name)
-    check_sandbox(options.sandbox)
+    KernelSandbox.of(options, sandbox_abi)
 
 
 @dataclass
@@ -79,19 +79,25 @@ class Recorder:
     stop: threading.Event | None = None
     installs: tuple[str, ...] = ()  # more code run silently in every kernel this recorder starts, after its own
     also_writable: tuple[Path, ...] = ()  # folders the sandboxed kernel may write besides its working directory
+    sandbox_abi: int = KERNEL_ABI  # the Landlock ABI its sandbox needs (see environment.KernelSandbox)
 
     def __post_init__(self) -> None:
+        # the confinement the kernel runs in, checked here once; the provenance records it (sandbox.provenance)
+        self.sandbox = KernelSandbox.of(self.options, self.sandbox_abi)
         # the kernel process and its channels: every request this recorder sends goes through it
         self.session = KernelSession(
-            self.workdir, self.options, tuple(self.writable()), transport=self.transport(), stop=self.stop
+            self.workdir,
+            self.options,
+            tuple(self.writable()),
+            self.sandbox,
+            transport=self.transport(),
+            stop=self.stop,
         )
         self._snapshots = SnapshotReader(self.trajectory_id, self.options)
         self._restarted = False
         # the kernel's Python and ipykernel versions, known once it has started (None where unknown)
         self.kernel_versions: dict[str, str | None] = {"python": None, "ipykernel": None}
         self.kernel_libraries: dict[str, str] = {}  # installed libraries' versions (snapshot.LIBRARIES)
-        # the confinement the kernel runs in, as its provenance records it (see environment.sandbox_in_force)
-        self.sandbox = sandbox_in_force(self.options.sandbox, self.options.allow_network)
 
     # lifecycle
 

@@ -33,10 +33,9 @@ from typing import Any
 
 from themisto.exceptions import InputError, KernelError, KernelTimeoutError
 from themisto.kernel.environment import (
+    KernelSandbox,
     allowed_environment,
     check_kernel,
-    check_sandbox,
-    kernel_sandbox,
     private_folders,
     supervised_kernel_manager,
     undumpable,
@@ -98,6 +97,7 @@ class KernelSession:
     workdir: Path
     options: KernelOptions
     writable: tuple[Path, ...]  # where the sandboxed kernel may write, beyond its private folders
+    sandbox: KernelSandbox  # how it is confined (checked when it was made)
     transport: str = "ipc"  # how the kernel's channels run (see environment.supervised_kernel_manager)
     stop: threading.Event | None = None
     # where the kernel says a cell finished (see snapshot.announce_snapshot); None until the kernel starts
@@ -114,20 +114,16 @@ class KernelSession:
         if not self.workdir.is_dir():
             raise InputError(f"working directory {self.workdir} does not exist")
         check_kernel(self.options.kernel_name)
-        check_sandbox(self.options.sandbox)
         self._resources.enter_context(undumpable())
         private = Path(tempfile.mkdtemp(prefix="themisto-private-"))
         self._resources.callback(shutil.rmtree, private, ignore_errors=True)
         folders = private_folders(private, self.options.isolate_home, os.environ)
         self.announce = private / "snapshot-started"
-        sandbox = None
-        if self.options.sandbox:
-            sandbox = kernel_sandbox([*self.writable, private], self.options.allow_network)
         self._manager = supervised_kernel_manager(
             self.options.kernel_name,
             self.options.max_memory,
             self.options.max_cpu_seconds,
-            sandbox=sandbox,
+            sandbox=self.sandbox.domain([*self.writable, private]),
             transport=self.transport,
         )
         try:

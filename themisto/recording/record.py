@@ -164,7 +164,7 @@ def _record_locked(
             libraries=recorder.kernel_libraries,
             options=options,
             workdir=workdir.resolve(),
-            sandbox=recorder.sandbox,
+            sandbox=recorder.sandbox.provenance,
         )
         if recorded is not None and recorded.options is not None:
             _check_same_versions(path, recorded, provenance)

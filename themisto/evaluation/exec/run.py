@@ -28,7 +28,7 @@ from themisto.evaluation.exec.inputs import (
 from themisto.evaluation.exec.replay import TrajectoryScores, score_trajectory
 from themisto.exceptions import InputError, OutputError
 from themisto.filesystem import ExclusiveLock, lock_path
-from themisto.kernel import KernelOptions, check_fork_sandbox, check_options, chosen_options
+from themisto.kernel import FORK_ABI, KernelOptions, check_options, chosen_options
 from themisto.progress import Progress, ProgressCounter
 from themisto.run_options import RunOptions, select_shard
 
@@ -123,15 +123,13 @@ def exec_score(
     logs = find_sample_logs([Path(d) for d in run_dirs], out)
     recorded = load_recorded({p.trajectory_id for log in logs for p in log.predictions}, data, trajectories)
     check_predictions(logs, recorded.steps)
-    check_options(options)
-    if options.sandbox:
-        check_fork_sandbox()
+    check_options(options, FORK_ABI)
     per_trajectory = {
         trajectory_id: replay_options(recorded.files.get(trajectory_id), options, chosen)
         for trajectory_id in recorded.steps
     }
     for replay in {(o.workdir, o.kernel_name): o for o in per_trajectory.values()}.values():
-        check_options(replay)
+        check_options(replay, FORK_ABI)
     root = out if out is not None else Path(run_dirs[0])
     references = reference_logs(logs, recorded.steps, root)
     # the reference's cell first at each step: it runs before any prediction could reach the replay

@@ -134,6 +134,25 @@ class ChildResult(Record):
     snapshot_error: str | None
 
 
+@dataclasses.dataclass(frozen=True)
+class Sandbox(Record):
+    """The Landlock domain a process runs in: where it may write, whether it may use TCP, which ports it binds."""
+
+    writable: list[str]
+    allow_network: bool
+    bind_ports: list[int]  # TCP ports it may bind without the network (a kernel's own, over tcp)
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchRequest(Record):
+    """What the launcher (``python -m themisto.kernel.launcher REQUEST -- COMMAND``) does for the kernel it starts."""
+
+    parent: int  # the recorder's process: the launcher dies with it
+    max_memory: int | None  # RLIMIT_DATA of the kernel, bytes
+    max_cpu_seconds: int | None  # RLIMIT_CPU of the kernel
+    sandbox: Sandbox | None  # None: unconfined
+
+
 def fault(status: str, ename: str, evalue: str) -> ChildResult:
     """A result without a run: a child that timed out, ended itself or could not be set up."""
     return ChildResult(status, ename, evalue, 0.0, [], 0, 0, None, None)
