@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
 from themisto.evaluation.exec.replay import parse_outcome
 from themisto.evaluation.metrics import exact_match
 from themisto.kernel.forking import ForkingSession, state_key
-from themisto.kernel.inside.wire import ChildResult
+from themisto.kernel.inside.wire import ForkResult
 from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
@@ -368,10 +369,11 @@ def test_children_capture_every_output_and_publish_nothing_on_the_kernels_channe
         # a child writing to the kernel's IOPub socket would publish under this request's header
         assert execution.collector.outputs == []
         assert execution.reply is not None and execution.reply["content"]["status"] == "ok"
-        results = json.loads(execution.reply["content"]["user_expressions"]["fork"]["data"]["text/plain"])
+        results = ForkResult.from_json(execution.reply["content"]["user_expressions"]["fork"]["data"]["text/plain"])
         before = session.before()
         assert before is not None
-        outcomes = [parse_outcome(ChildResult.from_dict(result), options, before) for result in results]
+        state_of = partial(session.child_state, before=before)
+        outcomes = [parse_outcome(result, options, state_of) for result in results.children]
         # and the parent's own next cell is unaffected
         assert session.run_cell("print(x)", "d").output == "41"
     for (code, expected), outcome in zip(codes.items(), outcomes, strict=True):

@@ -19,7 +19,7 @@ from themisto.kernel.environment import FORK_ABI, has_credentials, kernel_enviro
 from themisto.kernel.forking import ForkingSession, state_key
 from themisto.kernel.inside.fork import copy_tree
 from themisto.kernel.inside.snapshot import clean_text
-from themisto.kernel.inside.wire import ChildResult, SnapshotResult
+from themisto.kernel.inside.wire import ChildResult
 from themisto.kernel.options import ENVIRONMENT, TRUST, KernelOptions, chosen_options, saved_options, with_recorded
 from themisto.kernel.outputs import (
     MEMORY_ADDRESS,
@@ -42,7 +42,6 @@ __all__ = [
     "MEMORY_ADDRESS",
     "OutputCollector",
     "Recorder",
-    "SnapshotResult",
     "Stopped",
     "TRUST",
     "check_options",

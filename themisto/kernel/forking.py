@@ -9,7 +9,6 @@ that a forked run changed neither the replay's namespace nor its working folder.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 import tempfile
@@ -17,7 +16,6 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from themisto.kernel import inject
 from themisto.kernel.environment import FORK_ABI
@@ -153,7 +151,7 @@ class ForkingSession:
             evalue = answer.get("evalue", "no answer") if isinstance(answer, dict) else "no answer"
             return [wire.fault("fault", "KernelError", f"the forked run failed: {evalue}")] * len(codes)
         try:
-            results = [wire.ChildResult.from_dict(item) for item in _json_list(answer["data"]["text/plain"])]
+            results = wire.ForkResult.from_json(answer["data"]["text/plain"]).children
         except (KeyError, TypeError, ValueError):
             results = []
         if len(results) != len(codes):
@@ -161,6 +159,13 @@ class ForkingSession:
         return results
 
     # integrity
+
+    def child_state(self, snapshot: str, before: dict[str, Variable]) -> str:
+        """The state key of a forked child's snapshot, checked as the replay's own; ValueError where it is malformed.
+
+        ``before``: the namespace the child was forked from (a variable sent by name alone is unchanged since).
+        """
+        return state_key(self.recorder.child_variables(snapshot, before))
 
     def checkpoint(self) -> Checkpoint:
         """The replay's namespace (as last described) and working folder, before a forked run."""
@@ -185,10 +190,3 @@ def state_key(variables: Sequence[Variable]) -> str:
     was grown (``list(range(3))`` and ``[0, 1, 2]`` differ), not on its value.
     """
     return state_hash([replace(v, size_bytes=None, size_method=None, repr=normalize_output(v.repr)) for v in variables])
-
-
-def _json_list(text: Any) -> list[Any]:
-    value = json.loads(text)
-    if not isinstance(value, list):
-        raise ValueError("not a list")
-    return value

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,10 @@ class Recorder:
     def snapshot_request(self) -> wire.SnapshotRequest:
         """The snapshot this recorder's options ask for, naming the last snapshot it received."""
         return self._snapshots.request(self.session.announce)
+
+    def child_variables(self, text: str, before: Mapping[str, Variable]) -> list[Variable]:
+        """A forked child's snapshot, checked as this recorder checks its own (see SnapshotReader.child_variables)."""
+        return self._snapshots.child_variables(text, before)
 
     def known_variables(self) -> dict[str, Variable] | None:
         """The namespace as the last snapshot received described it (the state before the next cell); None: unknown."""

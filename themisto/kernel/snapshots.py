@@ -11,8 +11,8 @@ snapshot received comes by name alone and is taken from what that snapshot said.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,24 +85,44 @@ class SnapshotReader:
             evalue = result.get("evalue") if isinstance(result, dict) else result
             return self._failed(f"snapshot failed: {evalue}", step)
         try:
-            payload = json.loads(result["data"]["text/plain"])
-            generation, records = int(payload["generation"]), payload["variables"]
-            seconds, omitted = float(payload["seconds"]), int(payload.get("omitted", 0))
-            if not isinstance(records, list) or omitted < 0:
-                raise TypeError("variables is not a list")
-        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+            payload = decoded(result["data"]["text/plain"])
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             # the notebook's code can replace the kernel-side snapshot function, so its answer is untrusted
             return self._failed(f"malformed snapshot: {exc!r}", step)
-        entries, problems = self._checked_entries(records[: self.options.max_variables])
-        omitted += max(0, len(records) - self.options.max_variables)
-        self._known = (generation, {entry[0].name: entry for entry in entries})
+        entries, problems, omitted = self._checked(payload)
+        self._known = (payload.generation, {entry[0].name: entry for entry in entries})
         if problems:
             log.warning("%s step %d: snapshot records dropped: %s", self.trajectory_id, step, problems[0])
             self._known = (-1, self._known[1])  # the next snapshot comes in full
         error = None
         if problems:
             error = cap_text(f"{len(problems)} variable record(s) dropped: " + "; ".join(problems), 300)[0]
-        return Snapshot([entry[0] for entry in entries], max(seconds, 0.0), omitted, error)
+        return Snapshot([entry[0] for entry in entries], max(payload.seconds, 0.0), omitted, error)
+
+    def child_variables(self, text: str, before: Mapping[str, Variable]) -> list[Variable]:
+        """The variables of a forked child's snapshot (``text``), checked as :meth:`read` checks a snapshot.
+
+        A variable sent by name alone is unchanged since ``before``, the namespace the child's request named
+        (see :func:`themisto.kernel.inside.snapshot.take`). ValueError (naming the first problem) for a snapshot
+        :meth:`read` would not take whole; this reader's own state is left as it was.
+        """
+        previous = {name: (variable, "") for name, variable in before.items()}  # its text is never needed
+        entries, problems, _ = self._checked(decoded(text), previous)
+        if problems:
+            raise ValueError(problems[0])
+        return [entry[0] for entry in entries]
+
+    def _checked(
+        self, payload: wire.SnapshotResult, previous: Mapping[str, tuple[Variable, str]] | None = None
+    ) -> tuple[list[tuple[Variable, str]], list[str], int]:
+        """The valid records of ``payload`` (up to the variable cap), why the others were dropped, how many omitted.
+
+        A record by name alone is taken from ``previous`` (default: the last snapshot received).
+        """
+        records = payload.variables
+        known = self._known[1] if previous is None else previous
+        entries, problems = self._checked_entries(records[: self.options.max_variables], known)
+        return entries, problems, payload.omitted + max(0, len(records) - self.options.max_variables)
 
     def variable_texts(self, variables: list[Variable]) -> list[str]:
         """Each variable's variable_json, taken from the last snapshot where it is that very object."""
@@ -113,9 +133,10 @@ class SnapshotReader:
             texts.append(entry[1] if entry is not None and entry[0] is variable else variable_json(variable))
         return texts
 
-    def _checked_entries(self, records: list[Any]) -> tuple[list[tuple[Variable, str]], list[str]]:
+    def _checked_entries(
+        self, records: list[Any], previous: Mapping[str, tuple[Variable, str]]
+    ) -> tuple[list[tuple[Variable, str]], list[str]]:
         """Each valid record as a variable and its variable_json; the reasons the others were dropped."""
-        previous = self._known[1]
         entries: list[tuple[Variable, str]] = []
         problems: list[str] = []
         names: set[str] = set()
@@ -157,6 +178,14 @@ class SnapshotReader:
         self.forget()
         self.reinstall = True
         return Snapshot([], error=reason)
+
+
+def decoded(text: Any) -> wire.SnapshotResult:
+    """The snapshot a kernel sent as JSON ``text``, every field checked; ValueError where it is not one."""
+    payload = wire.SnapshotResult.from_json(text)
+    if payload.omitted < 0:
+        raise ValueError("omitted is negative")
+    return payload
 
 
 def _known_entry(variable: Variable) -> tuple[Variable, str]:

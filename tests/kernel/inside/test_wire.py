@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -54,15 +55,44 @@ def test_a_malformed_record_is_refused_naming_what_is_wrong(text: str, message: 
         wire.SnapshotRequest.from_json(text)
 
 
-def test_every_result_a_child_can_send_is_a_child_result() -> None:
-    # the kernel side builds its results as plain dicts (it cannot import the host's wire module)
+def test_every_result_a_child_can_send_is_a_child_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernel side builds its results as the wire's records, taken from the installed wire module (bind)
+    monkeypatch.setitem(fork._BOUND, "wire", wire)
+    ran = wire.ChildResult(
+        "ok", "", "", 0.5, [{"msg_type": "stream", "content": {"name": "stdout", "text": "1"}}], 0, 0, None, None
+    )
     made = [
         fork._frame("fault", "OSError", "x"),
         fork._outcome([], True, 0, 1.0),
         fork._outcome([], False, 9, 1.0),
         fork._outcome(["not json"], False, 0, 1.0),
+        fork._outcome([ran.to_json(), '{"generation": 0}'], False, 0, 1.0),
+        fork._outcome([ran.to_json()], True, 0, 1.0),
     ]
-    for result in made:
-        assert wire.ChildResult.from_dict(result).status in ("fault", "timeout", "exited")
+    assert [result.status for result in made] == ["fault", "timeout", "exited", "fault", "ok", "ok"]
+    assert made[4].snapshot == '{"generation": 0}' and made[5].snapshot_error is not None
+    answer = wire.ForkResult(made).to_json()
+    assert wire.ForkResult.from_json(answer) == wire.ForkResult(made)  # what the host decodes, field for field
     with pytest.raises(wire.WireError, match="snapshot"):
-        wire.ChildResult.from_dict({**made[0], "snapshot": 3})
+        wire.ChildResult.from_dict({**json.loads(made[0].to_json()), "snapshot": 3})
+
+
+def test_the_kernel_side_describes_a_variable_with_exactly_the_fields_of_the_hosts_record() -> None:
+    # a field added to Variable (the host's record and the trajectory's schema) or to describe() alone fails here
+    from themisto.kernel.inside import snapshot
+    from themisto.trajectory import Variable
+
+    described = snapshot.describe("frame", {"a": [1, 2]}, 100, 1.0)
+    assert set(described) == {field.name for field in dataclasses.fields(Variable)}
+    assert Variable(**described).name == "frame"
+
+
+def test_every_record_the_kernel_sends_decodes_as_it_was_built() -> None:
+    # the records of both directions round-trip through JSON with every field, nested ones included
+    records: list[wire.Record] = [
+        wire.SnapshotResult(3, [{"name": "x"}], 0.25, 1),
+        wire.LaunchRequest(1, None, 5, wire.Sandbox(["/w"], False, [8888])),
+        wire.LaunchRequest(1, 2**30, None, None),
+    ]
+    for record in records:
+        assert type(record).from_json(record.to_json()) == record

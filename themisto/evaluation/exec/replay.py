@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +31,12 @@ from themisto.kernel import (
     ForkingSession,
     KernelOptions,
     OutputCollector,
-    SnapshotResult,
     Stopped,
     copy_tree,
     normalize_output,
     state_key,
 )
-from themisto.trajectory import Step, Variable
+from themisto.trajectory import Step
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,11 @@ def tampered(what: str) -> Outcome:
     return _failed(f"Tampered: the prediction changed {what}", tampered=True)
 
 
-def parse_outcome(result: ChildResult, options: KernelOptions, before: dict[str, Variable]) -> Outcome:
+def parse_outcome(result: ChildResult, options: KernelOptions, state_of: Callable[[str], str]) -> Outcome:
     """An :class:`Outcome` from a child's result, rendered with the recorder's own output path.
 
-    A variable the child's snapshot sends by name alone is unchanged since the
-    snapshot ``before`` the step (see :func:`themisto.kernel.inside.snapshot.take`).
+    ``state_of`` gives the state key of the child's snapshot, checked as the
+    replay checks its own (:meth:`~themisto.kernel.ForkingSession.child_state`).
 
     The result passed through code the prediction could have replaced, so
     every field is checked; a malformed one makes the outcome a failure.
@@ -90,8 +90,7 @@ def parse_outcome(result: ChildResult, options: KernelOptions, before: dict[str,
         output, _, _ = collector.render(options.max_output_chars, outputs)
         state = None
         if result.snapshot is not None:
-            records = SnapshotResult.from_json(result.snapshot).variables
-            state = state_key([before[r["name"]] if r.keys() == {"name"} else Variable(**r) for r in records])
+            state = state_of(result.snapshot)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return _failed(f"KernelError: malformed result of the forked cell ({exc!r})")
     ename, evalue = result.ename, result.evalue
@@ -313,7 +312,10 @@ class _Replay:
         checkpoint = self.session.checkpoint()
         results = self.session.fork_run(codes)
         if results is not None and self.session.changed_since(checkpoint) is None:
-            return [parse_outcome(result, self.options, before) for result in results]
+            return [
+                parse_outcome(result, self.options, partial(self.session.child_state, before=before))
+                for result in results
+            ]
         self._restore(step)
         # a replay that changes by itself (a thread of the notebook's, say) cannot tell a prediction's doing
         checks = self.session.changed_since(self.session.checkpoint()) is None
@@ -331,5 +333,5 @@ class _Replay:
                 outcomes.append(tampered(changed))
                 self._restore(step)
                 continue
-            outcomes.append(parse_outcome(single[0], self.options, before))
+            outcomes.append(parse_outcome(single[0], self.options, partial(self.session.child_state, before=before)))
         return outcomes

@@ -56,6 +56,7 @@ importable in-process so its helpers are tested directly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -72,10 +73,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
-    from themisto.kernel.inside.wire import ForkRequest
+    from themisto.kernel.inside.wire import ChildResult, ForkRequest
 
 MODULE_NAME = "_themisto_fork"
 SNAPSHOT_MODULE = "_themisto_snapshot"
+WIRE_MODULE = "_themisto_wire"
 LANDLOCK_MODULE = "_themisto_landlock"
 # What a confined child may write besides its own folder: opening /dev/null to write is a write to a file.
 ALSO_WRITABLE = ("/dev/null",)
@@ -340,7 +342,7 @@ def _child(
             _BOUND["confine"](list((folder, *ALSO_WRITABLE)), allow_network=False, scope=True)
             deny_unix_sockets()
         except OSError as exc:
-            write(json.dumps(_frame("fault", "OSError", f"cannot confine the prediction: {exc}")))
+            write(_frame("fault", "OSError", f"cannot confine the prediction: {exc}").to_json())
             return
     temporary = os.path.join(folder, "tmp")
     os.mkdir(temporary)
@@ -365,14 +367,18 @@ def _child(
         capture.add_stream("stdout", fd_text)
     error = result.error_before_exec or result.error_in_exec
     ename, evalue = _error_fields(error)
-    outcome = _frame("ok" if error is None else "error", ename, evalue)
-    outcome.update(
-        seconds=seconds,
-        messages=capture.messages,
-        dropped_chars=capture.dropped_chars,
-        dropped_trailing_newlines=capture.dropped_trailing_newlines,
+    outcome = _BOUND["wire"].ChildResult(
+        "ok" if error is None else "error",
+        ename,
+        evalue,
+        seconds,
+        capture.messages,
+        capture.dropped_chars,
+        capture.dropped_trailing_newlines,
+        None,
+        None,
     )
-    write(json.dumps(outcome, default=str))
+    write(outcome.to_json())
     write(_BOUND["take"](request.snapshot).text)
 
 
@@ -426,19 +432,10 @@ def deny_unix_sockets() -> None:
         raise OSError(code, f"seccomp: {os.strerror(code)}")
 
 
-def _frame(status: str, ename: str, evalue: str) -> dict[str, Any]:
-    """A child's result record (``wire.ChildResult``) without a run or a snapshot yet."""
-    return {
-        "status": status,
-        "ename": ename,
-        "evalue": evalue,
-        "seconds": 0.0,
-        "messages": [],
-        "dropped_chars": 0,
-        "dropped_trailing_newlines": 0,
-        "snapshot": None,
-        "snapshot_error": None,
-    }
+def _frame(status: str, ename: str, evalue: str) -> ChildResult:
+    """A child's result without a run or a snapshot (``wire.fault``)."""
+    result: ChildResult = _BOUND["wire"].fault(status, ename, evalue)
+    return result
 
 
 def _read_all(fd: int) -> str:
@@ -542,7 +539,7 @@ class Child:
     def __init__(self, index: int, code_fds: Sequence[int], request: ForkRequest) -> None:
         self.timeout = request.timeout
         self.pid = 0
-        self.fault: dict[str, Any] | None = None
+        self.fault: ChildResult | None = None
         self.directory = tempfile.mkdtemp(prefix="p-", dir=request.scratch)
         work = os.path.join(self.directory, "work")
         try:
@@ -596,7 +593,7 @@ class Child:
             with contextlib.suppress(OSError):  # the child is gone: collect() says how
                 os.write(self._go, b"g")
 
-    def collect(self) -> dict[str, Any]:
+    def collect(self) -> ChildResult:
         """The child's result once its frames have come or its deadline has passed; the child is then killed."""
         if self.fault is not None:
             return self.fault
@@ -633,22 +630,21 @@ class Child:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) -> dict[str, Any]:
-    """The result of one forked cell (a ``wire.ChildResult``) from its frames and how the child ended."""
+def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) -> ChildResult:
+    """The result of one forked cell from its frames and how the child ended."""
     if not frames:
         if timed_out:
             return _frame("timeout", "TimeoutError", f"cell did not finish within {timeout:g} s")
         return _frame("exited", "ChildProcessError", f"the cell ended its process ({_exit_description(status)})")
+    wire = _BOUND["wire"]
     try:
-        outcome: dict[str, Any] = json.loads(frames[0])
-    except ValueError:
-        return _frame("fault", "ValueError", "malformed result from the child")
-    if not isinstance(outcome, dict):
+        outcome: ChildResult = wire.ChildResult.from_json(frames[0])
+    except wire.WireError:
         return _frame("fault", "ValueError", "malformed result from the child")
     if len(frames) > 1:
-        outcome["snapshot"] = frames[1]
-    elif timed_out:
-        outcome["snapshot_error"] = f"the snapshot did not finish within {timeout:g} s"
+        return dataclasses.replace(outcome, snapshot=frames[1])
+    if timed_out:
+        return dataclasses.replace(outcome, snapshot_error=f"the snapshot did not finish within {timeout:g} s")
     return outcome
 
 
@@ -657,15 +653,21 @@ _BOUND: dict[str, Any] = {}
 
 
 def bind() -> None:
-    """Take the snapshot's ``take`` and ``JsonText`` and Landlock's ``confine`` from their installed modules."""
+    """Take the snapshot's ``take`` and ``JsonText``, Landlock's ``confine`` and the wire's records from their
+    installed modules."""
     snapshot = sys.modules[SNAPSHOT_MODULE]
-    _BOUND.update(take=snapshot.take, text=snapshot.JsonText, confine=sys.modules[LANDLOCK_MODULE].confine)
+    _BOUND.update(
+        take=snapshot.take,
+        text=snapshot.JsonText,
+        confine=sys.modules[LANDLOCK_MODULE].confine,
+        wire=sys.modules[WIRE_MODULE],
+    )
 
 
 def run(request: ForkRequest) -> Any:
     """The kernel-side entry point: run each cell of ``request`` in its own forked child, in turn.
 
-    Returns the results as JSON text, a list of ``wire.ChildResult`` records, one per cell. The code files are
+    Returns a ``wire.ForkResult`` as JSON text, one ``wire.ChildResult`` per cell. The code files are
     opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
     The cells run one at a time, but the next child is forked (and gets ready)
@@ -702,4 +704,4 @@ def run(request: ForkRequest) -> Any:
                 os.close(descriptor)
         for child in children:
             child.reap()
-    return _BOUND["text"](json.dumps(results))
+    return _BOUND["text"](_BOUND["wire"].ForkResult(results).to_json())

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # for the type checker only: the kernel gets the request deco
     from themisto.kernel.inside.wire import SnapshotRequest
 
 MODULE_NAME = "_themisto_snapshot"
+WIRE_MODULE = "_themisto_wire"  # installed before this module (see themisto.kernel.inject)
 
 
 class _Bound(types.ModuleType):
@@ -714,13 +715,13 @@ def take(request: SnapshotRequest) -> JsonText:
         records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
     if request.announce is not None:
         announce_snapshot(request.announce, done=True)
-    payload = {
-        "generation": CACHE.generation,
-        "variables": records,
-        "seconds": time.perf_counter() - started,
-        "omitted": max(0, len(variables) - request.max_variables),
-    }
-    return JsonText(clean_text(json.dumps(payload, ensure_ascii=False)))
+    result = _INSTALLED["result"](
+        generation=CACHE.generation,
+        variables=records,
+        seconds=time.perf_counter() - started,
+        omitted=max(0, len(variables) - request.max_variables),
+    )
+    return JsonText(clean_text(result.to_json()))
 
 
 # The IPython shell, kept when the module is installed (guard_streams), so a cell that replaces
@@ -795,7 +796,10 @@ def guard_streams() -> None:
     from IPython import get_ipython
 
     shell = get_ipython()
-    _INSTALLED.update(shell=shell, kernel=getattr(shell, "kernel", None))
+    # the result record too, so a cell that replaces the wire's entry of sys.modules changes no snapshot
+    _INSTALLED.update(
+        shell=shell, kernel=getattr(shell, "kernel", None), result=sys.modules[WIRE_MODULE].SnapshotResult
+    )
     streams = {"stdout": sys.stdout, "stderr": sys.stderr}
 
     def restore_streams(*args: Any) -> None:

@@ -1,10 +1,11 @@
 """The records that cross the kernel boundary: what the host asks of a kernel-side function, and what comes back.
 
-The host builds a request from its :class:`~themisto.recording.options.RecordOptions` (see
+The host builds a request from its :class:`~themisto.kernel.options.KernelOptions` (see
 :mod:`themisto.kernel.inject`); the kernel decodes the same class from JSON and hands it to the kernel-side
-function, which reads every setting from it and has no defaults of its own. The host decodes each answer
-with the result class, which refuses missing, extra or mistyped fields (the answer passed through a process
-that runs untrusted code).
+function, which reads every setting from it and has no defaults of its own. The kernel side builds its
+answers as the result classes (it takes them from this module, installed in the kernel before the others),
+and the host decodes each answer with the same class, which refuses missing, extra or mistyped fields (the
+answer passed through a process that runs untrusted code). The launcher's request is a record too.
 
 A module of :mod:`themisto.kernel.inside`: standard library only, sent to the kernel as source text (and so
 without ``from __future__ import annotations``: a dataclass of a module not yet in ``sys.modules`` needs its
@@ -30,7 +31,8 @@ class Record:
     """JSON encoding and strict decoding for the dataclasses below."""
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)  # type: ignore[call-overload]
+        # fields taken as they are (no deep copy, as dataclasses.asdict makes): a snapshot's records are many
+        return json.dumps(self, default=_fields, ensure_ascii=False)
 
     @classmethod
     def from_json(cls: type[_Record], text: str) -> _Record:
@@ -54,6 +56,13 @@ class Record:
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A record's fields by name, for ``json.dumps``; anything else is not JSON."""
+    if not isinstance(record, Record):
+        raise TypeError(f"{type(record).__name__} is not JSON serialisable")
+    return {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}  # type: ignore[arg-type]
 
 
 def _checked(kind: Any, value: Any, where: str) -> Any:
@@ -97,7 +106,8 @@ class SnapshotResult(Record):
     """A snapshot as the kernel sends it: ``variables`` are records, or ``{"name": ...}`` for an unchanged one."""
 
     generation: int
-    variables: list[dict[str, Any]]
+    # a record each: the host checks them one by one (see snapshots.SnapshotReader), so a bad one is dropped alone
+    variables: list[Any]
     seconds: float
     omitted: int
 
@@ -151,6 +161,13 @@ class LaunchRequest(Record):
     max_memory: int | None  # RLIMIT_DATA of the kernel, bytes
     max_cpu_seconds: int | None  # RLIMIT_CPU of the kernel
     sandbox: Sandbox | None  # None: unconfined
+
+
+@dataclasses.dataclass(frozen=True)
+class ForkResult(Record):
+    """What ``fork.run`` sends back: one result per cell of the request, in order."""
+
+    children: list[ChildResult]
 
 
 def fault(status: str, ename: str, evalue: str) -> ChildResult:
