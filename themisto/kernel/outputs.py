@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from themisto.kernel.inside import snapshot
+from themisto.kernel.inside import snapshot, wire
 
 # Ends a recorded output cut at KernelOptions.max_output_chars. It is part of the recorded output, so of
 # the target a model predicts, and names the full length; the builder's PROMPT_REPR_TRUNCATION_MARK
@@ -112,20 +112,18 @@ def cap_text(text: str, max_chars: int, length: int | None = None) -> tuple[str,
     return text[:max_chars] + OUTPUT_TRUNCATION_MARKER.format(length=length), True
 
 
-class OutputCollector:
+class OutputCollector(wire.StreamBudget):
     """Accumulate a cell's iopub outputs as nbformat outputs within a character budget.
 
     Streams are merged like a notebook front end does; past the budget stream
-    text is dropped (and counted, so the original length is known), and rich
+    text is dropped (and counted, so the original length is known, as a forked
+    child counts it: :class:`~themisto.kernel.inside.wire.StreamBudget`), and rich
     data values that do not fit are dropped and named in the output's metadata.
     """
 
     def __init__(self, budget: int) -> None:
+        super().__init__(budget)
         self.outputs: list[dict[str, Any]] = []
-        self.budget = budget
-        self.dropped_chars = 0
-        # newlines ending the dropped text: render_outputs strips them, so they are no part of the length
-        self.dropped_trailing_newlines = 0
         self._clear_pending = False
 
     def add(self, msg: dict[str, Any]) -> None:
@@ -158,16 +156,7 @@ class OutputCollector:
         return text, truncated, length
 
     def _add_stream(self, output: dict[str, Any]) -> None:
-        text = output["text"]
-        room = max(self.budget, 0)
-        kept = text[:room]
-        dropped = text[len(kept) :]
-        if dropped:
-            self.dropped_chars += len(dropped)
-            stripped = dropped.rstrip("\n")
-            trailing = len(dropped) - len(stripped)
-            self.dropped_trailing_newlines = trailing if stripped else self.dropped_trailing_newlines + trailing
-        self.budget -= len(kept)
+        kept = self.take(output["text"])
         if not kept:
             return
         last = self.outputs[-1] if self.outputs else None
@@ -183,21 +172,21 @@ class OutputCollector:
             dropped = {}
             for mime in sorted(data, key=lambda m: m == "text/plain"):  # text/plain is kept last
                 size = len(json.dumps(data[mime]))
-                if size > self.budget:
+                if size > self.room:
                     dropped[mime] = size
                     if mime == "text/plain":
                         self.dropped_chars += len(joined_text(data[mime]))
                     del data[mime]
                 else:
-                    self.budget -= size
+                    self.room -= size
             if dropped:
                 output.setdefault("metadata", {})["themisto_dropped"] = dropped
         elif output["output_type"] == "error":
             size = sum(len(line) for line in output.get("traceback", []))
-            if size > self.budget:
+            if size > self.room:
                 output["traceback"] = []
             else:
-                self.budget -= size
+                self.room -= size
         return output
 
 

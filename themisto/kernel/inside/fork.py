@@ -142,30 +142,21 @@ def _private_cwd(root: str, copy: str) -> str:
 class Capture:
     """The messages a forked cell would have published, in order, within a budget.
 
-    ``budget`` bounds the stream text kept (the rest is counted, as the
-    recorder's OutputCollector counts it, so a truncated output names its real
-    length); rich messages are kept up to ``RICH_BUDGET_FACTOR`` times the
+    ``budget`` bounds the stream text kept (the rest is counted through the
+    wire's ``StreamBudget``, as the recorder's OutputCollector counts it, so a
+    truncated output names its real length); rich messages are kept up to ``RICH_BUDGET_FACTOR`` times the
     budget in JSON characters, beyond which only their ``text/plain`` length is
     counted.
     """
 
     def __init__(self, budget: int) -> None:
         self.messages: list[dict[str, Any]] = []
-        self.stream_room = budget
+        self.stream = _BOUND["wire"].StreamBudget(budget)
         self.rich_room = budget * RICH_BUDGET_FACTOR
-        self.dropped_chars = 0
-        self.dropped_trailing_newlines = 0
         self.streams = {name: CaptureStream(name, self) for name in ("stdout", "stderr")}
 
     def add_stream(self, name: str, text: str) -> None:
-        kept = text[: max(self.stream_room, 0)]
-        dropped = text[len(kept) :]
-        if dropped:
-            self.dropped_chars += len(dropped)
-            stripped = dropped.rstrip("\n")
-            trailing = len(dropped) - len(stripped)
-            self.dropped_trailing_newlines = trailing if stripped else self.dropped_trailing_newlines + trailing
-        self.stream_room -= len(kept)
+        kept = self.stream.take(text)
         if kept:
             self.messages.append({"msg_type": "stream", "content": {"name": name, "text": kept}})
 
@@ -192,7 +183,7 @@ class Capture:
             return {}
         if len(text) > self.rich_room:
             plain = content.get("data", {}).get("text/plain") if isinstance(content.get("data"), dict) else None
-            self.dropped_chars += len(plain) if isinstance(plain, str) else 0
+            self.stream.dropped_chars += len(plain) if isinstance(plain, str) else 0
             return {}
         self.rich_room -= len(text)
         self.messages.append({"msg_type": str(msg_type), "content": json.loads(text)})
@@ -373,8 +364,8 @@ def _child(
         evalue,
         seconds,
         capture.messages,
-        capture.dropped_chars,
-        capture.dropped_trailing_newlines,
+        capture.stream.dropped_chars,
+        capture.stream.dropped_trailing_newlines,
         None,
         None,
     )

@@ -170,6 +170,32 @@ class ForkResult(Record):
     children: list[ChildResult]
 
 
+@dataclasses.dataclass
+class StreamBudget:
+    """Stream text kept within ``room`` characters and the rest counted: the one output budget of both sides.
+
+    The recorder's ``OutputCollector`` and a forked child's ``Capture`` take stream text through it, so an
+    output cut on either side names its real length the same way.
+    """
+
+    room: int
+    dropped_chars: int = 0
+    # newlines ending the dropped text: render_outputs strips them, so they are no part of the length
+    dropped_trailing_newlines: int = 0
+
+    def take(self, text: str) -> str:
+        """The part of ``text`` that fits the room left, which it uses up; the rest is counted as dropped."""
+        kept = text[: max(self.room, 0)]
+        dropped = text[len(kept) :]
+        if dropped:
+            self.dropped_chars += len(dropped)
+            stripped = dropped.rstrip("\n")
+            trailing = len(dropped) - len(stripped)
+            self.dropped_trailing_newlines = trailing if stripped else self.dropped_trailing_newlines + trailing
+        self.room -= len(kept)
+        return kept
+
+
 def fault(status: str, ename: str, evalue: str) -> ChildResult:
     """A result without a run: a child that timed out, ended itself or could not be set up."""
     return ChildResult(status, ename, evalue, 0.0, [], 0, 0, None, None)
