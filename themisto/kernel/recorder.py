@@ -21,7 +21,6 @@ snapshot module the notebook broke is installed again before the next cell.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -311,13 +310,11 @@ def _kernel_versions(reply: dict[str, Any]) -> tuple[dict[str, str | None], dict
     libraries' versions."""
     result = reply["content"].get("user_expressions", {}).get("versions", {})
     try:
-        reported = json.loads(result["data"]["text/plain"])
-        found = {name: str(reported[name]) if reported.get(name) else None for name in ("python", "ipykernel")}
-        libraries = reported.get("libraries")
-        named = libraries.items() if isinstance(libraries, dict) else ()
-        return found, {str(name)[:40]: str(version)[:40] for name, version in named}
+        reported = wire.Versions.from_json(result["data"]["text/plain"])
     except (AttributeError, KeyError, TypeError, ValueError):  # a kernel that is not ipykernel may answer otherwise
         return {"python": None, "ipykernel": None}, {}
+    found = {"python": reported.python or None, "ipykernel": reported.ipykernel or None}
+    return found, {str(name)[:40]: str(version)[:40] for name, version in reported.libraries.items()}
 
 
 def _error_and_outputs(execution: Execution, timeout: float) -> tuple[dict[str, str] | None, list[dict[str, Any]]]:

@@ -62,10 +62,10 @@ What a prediction can reach (see also SECURITY.md):
   marked ``tampered``.
 
 Modules: :mod:`~themisto.evaluation.exec.inputs` (sample logs, recorded
-steps, provenance options, the plan), :mod:`~themisto.kernel.forking`
-(the forking replay kernel and its checks), :mod:`~themisto.evaluation.exec.replay`
+steps, provenance options, the plan), :mod:`~themisto.evaluation.exec.replay`
 (scoring one trajectory), :mod:`~themisto.evaluation.exec.run` (a whole run:
 locks, threads, Ctrl-C), :mod:`~themisto.evaluation.exec.files` (what is written).
+The replay kernel that forks is :class:`themisto.kernel.ForkingSession`, shared with the recorder.
 """
 
 from themisto.evaluation.exec.files import exec_metric_values, exec_samples_name

@@ -715,7 +715,7 @@ def take(request: SnapshotRequest) -> JsonText:
         records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
     if request.announce is not None:
         announce_snapshot(request.announce, done=True)
-    result = _INSTALLED["result"](
+    result = _INSTALLED["wire"].SnapshotResult(
         generation=CACHE.generation,
         variables=records,
         seconds=time.perf_counter() - started,
@@ -772,15 +772,8 @@ def versions() -> JsonText:
             libraries[library] = importlib.metadata.version(library)
         except Exception:  # noqa: BLE001 -- not installed, or broken metadata: not named
             continue
-    return JsonText(
-        json.dumps(
-            {
-                "python": platform.python_version(),
-                "ipykernel": getattr(ipykernel, "__version__", None),
-                "libraries": libraries,
-            }
-        )
-    )
+    record = _INSTALLED["wire"].Versions(platform.python_version(), getattr(ipykernel, "__version__", None), libraries)
+    return JsonText(record.to_json())
 
 
 def guard_streams() -> None:
@@ -796,10 +789,8 @@ def guard_streams() -> None:
     from IPython import get_ipython
 
     shell = get_ipython()
-    # the result record too, so a cell that replaces the wire's entry of sys.modules changes no snapshot
-    _INSTALLED.update(
-        shell=shell, kernel=getattr(shell, "kernel", None), result=sys.modules[WIRE_MODULE].SnapshotResult
-    )
+    # the wire's records too, so a cell that replaces the wire's entry of sys.modules changes no answer
+    _INSTALLED.update(shell=shell, kernel=getattr(shell, "kernel", None), wire=sys.modules[WIRE_MODULE])
     streams = {"stdout": sys.stdout, "stderr": sys.stderr}
 
     def restore_streams(*args: Any) -> None:

@@ -19,6 +19,9 @@ import typing
 from typing import Any, TypeVar
 
 MODULE_NAME = "_themisto_wire"
+# Taken when the module is installed in the kernel, so a cell that patches json.dumps or json.loads later
+# changes no record either side encodes or decodes.
+_dumps, _loads = json.dumps, json.loads
 
 _Record = TypeVar("_Record", bound="Record")
 
@@ -32,13 +35,13 @@ class Record:
 
     def to_json(self) -> str:
         # fields taken as they are (no deep copy, as dataclasses.asdict makes): a snapshot's records are many
-        return json.dumps(self, default=_fields, ensure_ascii=False)
+        return _dumps(self, default=_fields, ensure_ascii=False)
 
     @classmethod
     def from_json(cls: type[_Record], text: str) -> _Record:
         """The record encoded in ``text``; :class:`WireError` when it is not one."""
         try:
-            data = json.loads(text)
+            data = _loads(text)
         except (TypeError, ValueError) as exc:
             raise WireError(f"{cls.__name__}: not JSON ({exc})") from None
         return cls.from_dict(data)
@@ -110,6 +113,15 @@ class SnapshotResult(Record):
     variables: list[Any]
     seconds: float
     omitted: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Versions(Record):
+    """The kernel's own Python and ipykernel versions and its installed libraries' (``snapshot.versions``)."""
+
+    python: str
+    ipykernel: str | None
+    libraries: dict[str, str]  # by distribution name; a library not installed is not named
 
 
 @dataclasses.dataclass(frozen=True)
