@@ -20,6 +20,7 @@ Shared by every stage:
 - :mod:`~themisto.jsonl`: JSON Lines reading
 - :mod:`~themisto.lm_eval_files`: lm-eval's sample logs on disk, newest per task
 - :mod:`~themisto.progress`: the progress hook of long work
+- :mod:`~themisto.run_options`: ``--jobs`` and ``--shard`` of record and exec-score, and how a shard is chosen
 - :mod:`~themisto.integrations`: a transformers ``TrainerCallback`` and the flat scores of a run
 """
 
