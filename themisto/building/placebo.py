@@ -29,6 +29,7 @@ trajectory) gets no placebo state: its placebo block is its runtime block.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -62,7 +63,12 @@ class KernelState:
 
     def size(self, budget: int) -> int:
         """About how many characters its runtime block lists: its variables' names, types and reprs, up to ``budget``."""
-        return min(budget, sum(len(v.name) + len(v.type) + len(v.repr) for v in self.variables))
+        return min(budget, self._chars)
+
+    @functools.cached_property
+    def _chars(self) -> int:
+        # once per state: a state is ranked against every later step's while it is kept
+        return sum(len(v.name) + len(v.type) + len(v.repr) for v in self.variables)
 
 
 def state_before(context: StepContext, rows: list[dict[str, Any]]) -> KernelState:
@@ -95,18 +101,23 @@ class PlaceboStates:
         """The placebo state of ``context``'s step, whose true state is ``true`` (see the module's tiers)."""
         reads = referenced_names(context.step.code)
         differing = [state for state in reversed(self._states.values()) if state.key != true.key]  # newest first
+        # a read name the true state lacks misleads wherever a state has it; most such names (modules,
+        # builtins) are in no state, and a set test rules them out at once
+        shown = [(name, true.descriptions[name]) for name in reads if name in true.descriptions]
+        unknown = reads.difference(true.descriptions)
 
         def misleads(state: KernelState) -> bool:
-            return any(state.descriptions.get(name) != true.descriptions.get(name) for name in reads)
+            described = state.descriptions
+            return not unknown.isdisjoint(described) or any(described.get(n) != d for n, d in shown)
 
-        own = true.trajectory_id
-        tiers = (
-            [s for s in differing if s.trajectory_id == own and misleads(s)],
-            [s for s in differing if s.trajectory_id != own and misleads(s)],
-            [s for s in differing if s.trajectory_id == own],
-            differing,
+        mine = [s for s in differing if s.trajectory_id == true.trajectory_id]
+        # the first tier that has any; a later tier is not looked at
+        tier = (
+            [s for s in mine if misleads(s)]
+            or [s for s in differing if s.trajectory_id != true.trajectory_id and misleads(s)]
+            or mine
+            or differing
         )
-        tier = next((states for states in tiers if states), [])
         if not tier:
             return None
         size = true.size(self.budget)

@@ -30,7 +30,7 @@ import pyarrow as pa
 from themisto.building.categories import Duplicates, runtime_only
 from themisto.building.history import Example, StepContext, iter_contexts
 from themisto.building.placebo import KernelState, PlaceboStates, state_before
-from themisto.building.prompts import RenderOptions, render_pairs
+from themisto.building.prompts import RenderOptions, prompt_head, render_pairs
 from themisto.building.selection import Selection
 from themisto.exceptions import InputError
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
@@ -200,10 +200,11 @@ class _TaskColumns:
         ``placebo`` is the state its placebo block shows (None: none other known, the block is the true one).
         """
         examples = [context.example(task) for task in TASKS]
-        pairs = render_pairs(examples, self.render)
+        head = prompt_head(examples[0])
+        pairs = render_pairs(examples, self.render, head)
         # the same examples holding the placebo state: rendered alike, they differ from the runtime prompt
         # in the block alone
-        placebos = render_pairs([_with_state(e, placebo) for e in examples], self.render) if placebo else pairs
+        placebos = render_pairs([_with_state(e, placebo) for e in examples], self.render, head) if placebo else pairs
         self.placebo_runtime.append(placebo.rows if placebo else runtime_rows)
         self.placebo_memory.append(placebo.memory_bytes if placebo else examples[0].memory_bytes_before)
         self.placebo_execution.append(placebo.execution_time if placebo else examples[0].execution_time_before)
