@@ -31,7 +31,7 @@ from themisto.building.categories import Duplicates, runtime_only
 from themisto.building.history import Example, StepContext, iter_contexts
 from themisto.building.placebo import KernelState, PlaceboStates, state_before
 from themisto.building.prompts import RenderOptions, prompt_head, render_pairs
-from themisto.building.selection import Selection
+from themisto.building.selection import Selection, SelectionOptions
 from themisto.exceptions import InputError
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
 from themisto.vocabulary import (
@@ -323,17 +323,13 @@ def _with_state(example: Example, state: KernelState) -> Example:
 
 
 def iter_tables(
-    paths: Sequence[Path],
-    chosen: Selection,
-    max_context_chars: int,
-    render: RenderOptions,
-    seed: int = 0,
-    mask_machine_text: bool = True,
+    paths: Sequence[Path], chosen: Selection, selection: SelectionOptions, render: RenderOptions
 ) -> Iterator[TablePiece]:
     """Every config and split of a build as table pieces, in trajectory order, in one pass.
 
-    ``chosen`` is the outcome of :func:`themisto.building.selection.select` over the same ``paths``;
-    ``seed`` draws the placebo states.
+    ``chosen`` is the outcome of :func:`themisto.building.selection.select` over the same ``paths``
+    with ``selection``, whose history budget and masking the examples follow and whose seed draws the
+    placebo states.
     """
     splits: SplitIds = {
         task: {"test": set(chosen.tasks[task].test), "full": set(chosen.tasks[task].full)} for task in TASKS
@@ -342,10 +338,10 @@ def iter_tables(
     duplicates = {(task, split): Duplicates() for task in TASKS for split in SPLITS}
     steps: list[dict[str, Any]] = []
     examples = _TaskColumns(render, splits, duplicates)
-    placebos = PlaceboStates(seed, render.max_runtime_chars)
+    placebos = PlaceboStates(selection.seed, render.max_runtime_chars)
     previous: dict[str, Any] | None = None  # the trajectory row of the previous step
     count = 0
-    contexts = iter_contexts(paths, max_context_chars, mask_machine_text)
+    contexts = iter_contexts(paths, selection)
     for count, context in enumerate(contexts, 1):  # noqa: B007 (read after the loop)
         row = trajectory_row(context.step)
         # the state before the step is the previous step's snapshot, already converted for its own row
