@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.repository import REPOSITORY
+from repository import REPOSITORY
 
 BENCH = REPOSITORY / "bench" / "regression.py"
 # a build that burns this many CPU seconds more than the base: far beyond 1.2x of a 300-step build
