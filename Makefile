@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
 
-.PHONY: run exec-score reference-model test test-fast lint bench corpus install clean
+.PHONY: run exec-score reference-model test test-fast lint bench bench-regression corpus install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,10 @@ corpus: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py $(ARGS)
+
+# the guarded figures of a base commit (--base, default main) and the working tree, side by side (bench/README.md)
+bench-regression: $(STAMP)
+	$(PY) bench/regression.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info runs

@@ -1,7 +1,9 @@
 """Run every ``bench/bench_*.py`` and print one table of targets and measured values.
 
 Each benchmark module defines ``run(quick: bool = False) -> list[dict]`` whose
-rows have ``benchmark``, ``measure``, ``target``, ``value`` and ``passed``.
+rows have ``benchmark``, ``measure``, ``target``, ``value`` and ``passed``. A row
+with a target (anything but ``measured``) passes or fails: one without a verdict
+counts as failed, and the run exits 1 when any row failed or a benchmark crashed.
 Usage: ``python bench/run_all.py [--quick] [NAME ...]`` (NAME filters modules).
 """
 
@@ -37,8 +39,15 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def verdict(row: dict) -> dict:
+    """``row`` with a verdict wherever it has a target: a target row without one (not run) counts as failed."""
+    if row.get("passed") is None and row.get("target") not in ("", "measured"):
+        return {**row, "passed": False}
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the selected benchmarks, print their table; exit 1 when one crashed."""
+    """Run the selected benchmarks, print their table; exit 1 when one crashed or a target was missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("names", nargs="*", help="only benchmarks whose file name contains one of these")
@@ -55,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             rows.append({"benchmark": path.stem, "measure": "(crashed)", "target": "", "value": "", "passed": False})
             failed = True
+    rows = [verdict(row) for row in rows]
     print(markdown_table(rows))
-    return 1 if failed else 0
+    return 1 if failed or any(row.get("passed") is False for row in rows) else 0
 
 
 if __name__ == "__main__":

@@ -200,17 +200,17 @@ class _Rule:
     """How one field of a decoded JSON object is checked, derived from its :class:`SchemaField`."""
 
     name: str
-    kinds: tuple[type, ...]  # what isinstance must accept
+    kinds: frozenset[type]  # what isinstance must accept
     required: bool
-    item: tuple[type, ...] | None  # a list's item kinds, checked one by one
+    item: frozenset[type] | None  # a list's item kinds, checked one by one
     keys: tuple[str, ...]  # an object's keys, each holding a string
     record: type | None  # a list of nested schema records (the runtime's variables), built as this class
 
 
-def _kinds(kind: type, nullable: bool) -> tuple[type, ...]:
+def _kinds(kind: type, nullable: bool) -> frozenset[type]:
     # a float field accepts JSON integers: json.dumps(1.0) is "1.0", but another writer may write 1
-    kinds: tuple[type, ...] = (int, float) if kind is float else (kind,)
-    return kinds + (type(None),) if nullable else kinds
+    kinds = {int, float} if kind is float else {kind}
+    return frozenset(kinds | {type(None)} if nullable else kinds)
 
 
 _RULES: dict[type, tuple[_Rule, ...]] = {}  # per schema dataclass, derived on first use
@@ -248,37 +248,58 @@ def _check_fields(record: Any, rules: tuple[_Rule, ...], what: str) -> dict[str,
     if missing:
         raise TrajectoryError(f"{what} lacks field(s) {', '.join(missing)}")
     values = {}
+    # a message names where it failed: formatted only then, as a build checks millions of values
     for rule in rules:
         if rule.name not in record:
             continue  # optional: the dataclass default applies
         value = values[rule.name] = record[rule.name]
-        where = f"{what} field {rule.name!r}"
-        _check_value(value, rule.kinds, where)
+        problem = _value_problem(value, rule.kinds)
+        if problem:
+            raise TrajectoryError(f"{what} field {rule.name!r} {problem}")
         if rule.item is not None and isinstance(value, list):
             for item in value:
-                _check_value(item, rule.item, f"{where} item")
+                problem = _value_problem(item, rule.item)
+                if problem:
+                    raise TrajectoryError(f"{what} field {rule.name!r} item {problem}")
         if rule.keys and isinstance(value, dict):
-            _check_fields(value, tuple(_Rule(key, (str,), True, None, (), None) for key in rule.keys), where)
+            _check_fields(
+                value,
+                tuple(_Rule(key, frozenset((str,)), True, None, (), None) for key in rule.keys),
+                f"{what} field {rule.name!r}",
+            )
         if rule.record is not None and isinstance(value, list):
-            nested = rule.record
-            values[rule.name] = [
-                record_from_dict(nested, item, f"{what} {rule.name}[{i}]") for i, item in enumerate(value)
-            ]
+            values[rule.name] = _records(rule.record, value, f"{what} {rule.name}")
     return values
 
 
-def _check_value(value: Any, kinds: tuple[type, ...], what: str) -> None:
-    """Raise :class:`TrajectoryError` unless ``value`` has one of ``kinds`` and fits a Parquet column."""
+def _records(cls: type[_Record], items: list[Any], what: str) -> list[_Record]:
+    """``items`` validated and built as records of ``cls``; an error names the item (``what[i]``)."""
+    rules = _rules(cls)
+    try:
+        return [cls(**_check_fields(item, rules, what)) for item in items]
+    except TrajectoryError:
+        for index, item in enumerate(items):  # again, to say which item: only on the way to an error
+            _check_fields(item, rules, f"{what}[{index}]")
+        raise
+
+
+def _value_problem(value: Any, kinds: frozenset[type]) -> str:
+    """What is wrong with ``value`` given ``kinds`` and the Parquet columns ("" if nothing): it ends a message."""
+    kind = type(value)
+    # the common case, decided at once: a value of one of the exact types (a str or int within the columns)
+    if kind in kinds and (value.isascii() if kind is str else kind is not int or -_INT64 <= value < _INT64):
+        return ""
     # bool is an int subclass; a step number of True is still wrong
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise TrajectoryError(f"{what} has type {type(value).__name__}")
+    if not isinstance(value, tuple(kinds)) or (isinstance(value, bool) and bool not in kinds):
+        return f"has type {type(value).__name__}"
     if isinstance(value, int) and not -_INT64 <= value < _INT64:
-        raise TrajectoryError(f"{what} does not fit in 64 bits")
+        return "does not fit in 64 bits"
     if isinstance(value, str) and not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:  # JSON can spell a lone surrogate (\ud800), which no UTF-8 file can hold
-            raise TrajectoryError(f"{what} holds an unpaired surrogate, not text") from None
+            return "holds an unpaired surrogate, not text"
+    return ""
 
 
 def step_from_dict(record: Any, where: str = "step") -> Step:

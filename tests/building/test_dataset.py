@@ -215,7 +215,7 @@ def test_a_trajectory_growing_during_the_build_is_an_input_error(tmp_path: Path)
     chosen = select([path], SelectionOptions(sample="all"))
     write_steps(path, synthetic_steps("t", 31)[30:])  # a recording appends one more step
     with pytest.raises(InputError, match="changed during the build"):
-        list(iter_tables([path], chosen, 1000, RenderOptions()))
+        list(iter_tables([path], chosen, SelectionOptions(max_context_chars=1000), RenderOptions()))
 
 
 def test_runtime_blocks_respect_their_budget(built: Path) -> None:

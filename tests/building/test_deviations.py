@@ -66,10 +66,12 @@ def test_machine_text_is_masked_in_targets_and_history_unless_kept(trajectory: P
     masked += "<Model object at 0x?> saved to /tmp/tmp<random>/model.pkl"
     assert mask_machine_text(MACHINE_TEXT) == masked
     assert mask_machine_text("hex(255) is 0xff; tmp_cleaned.csv") == "hex(255) is 0xff; tmp_cleaned.csv"
-    (target,) = iter_examples([trajectory], OUTPUT_PREDICTION, ["t/9"], 10_000)
-    (after,) = iter_examples([trajectory], OUTPUT_PREDICTION, ["t/10"], 10_000)
+    (target,) = iter_examples([trajectory], OUTPUT_PREDICTION, ["t/9"], SelectionOptions(max_context_chars=10_000))
+    (after,) = iter_examples([trajectory], OUTPUT_PREDICTION, ["t/10"], SelectionOptions(max_context_chars=10_000))
     assert target.target == masked and after.history[-1].output == masked
-    (raw,) = iter_examples([trajectory], OUTPUT_PREDICTION, ["t/9"], 10_000, mask_machine_text=False)
+    (raw,) = iter_examples(
+        [trajectory], OUTPUT_PREDICTION, ["t/9"], SelectionOptions(max_context_chars=10_000, mask_machine_text=False)
+    )
     assert raw.target == MACHINE_TEXT
     # two runs' warnings differ only in the pid: equal once normalised, so stability and fidelity agree
     assert normalize_output(WARNING) == normalize_output(WARNING.replace("48213", "7"))

@@ -41,14 +41,23 @@ def test_runtime_is_the_state_before_the_step_never_after(tmp_path: Path) -> Non
         ],
     )
     for task in TASKS:
-        examples = {e.step: e for e in iter_examples([path], task, ["t/0", "t/1", "t/2"], 10_000)}
+        examples = {
+            e.step: e
+            for e in iter_examples([path], task, ["t/0", "t/1", "t/2"], SelectionOptions(max_context_chars=10_000))
+        }
         assert examples[0].runtime == []
         assert [(v.name, v.repr) for v in examples[1].runtime] == [("x", "1")]  # not the "2" that step 1 makes
         assert [(v.name, v.repr) for v in examples[2].runtime] == [("x", "2")]
         assert examples[1].memory_bytes_before == 1000
-    output = {e.step: e for e in iter_examples([path], "output_prediction", ["t/1"], 10_000)}[1]
+    output = {
+        e.step: e
+        for e in iter_examples([path], "output_prediction", ["t/1"], SelectionOptions(max_context_chars=10_000))
+    }[1]
     assert (output.code, output.target) == ("x = 2\nprint(x)", "2\n")
-    next_cell = {e.step: e for e in iter_examples([path], "next_cell_prediction", ["t/1"], 10_000)}[1]
+    next_cell = {
+        e.step: e
+        for e in iter_examples([path], "next_cell_prediction", ["t/1"], SelectionOptions(max_context_chars=10_000))
+    }[1]
     assert (next_cell.code, next_cell.target) == ("", "x = 2\nprint(x)")
     assert next_cell.history == [HistoryCell("x = 1", "")]
 
@@ -67,7 +76,7 @@ def test_a_restart_empties_the_runtime_and_shows_as_a_marker_in_the_whole_histor
     )
     ids = ["t/1", "t/2", "t/3"]
     for task in TASKS:
-        examples = {e.step: e for e in iter_examples([path], task, ids, 10_000)}
+        examples = {e.step: e for e in iter_examples([path], task, ids, SelectionOptions(max_context_chars=10_000))}
         assert [v.name for v in examples[1].runtime] == ["a"]
         assert examples[2].runtime == [] and examples[2].memory_bytes_before is None
         assert examples[2].execution_time_before is None
@@ -82,7 +91,9 @@ def test_a_restart_empties_the_runtime_and_shows_as_a_marker_in_the_whole_histor
 
 def test_a_restart_before_the_first_step_adds_no_marker(tmp_path: Path) -> None:
     path = write_steps(tmp_path / "t.jsonl", [step(0, "a = 1", restarted=True), step(1, "a")])
-    examples = list(iter_examples([path], "next_cell_prediction", ["t/0", "t/1"], 10_000))
+    examples = list(
+        iter_examples([path], "next_cell_prediction", ["t/0", "t/1"], SelectionOptions(max_context_chars=10_000))
+    )
     assert [e.history for e in examples] == [[], [HistoryCell("a = 1", "")]]
     assert examples[0].step_kind == "first_run"
 
@@ -101,7 +112,7 @@ def test_the_budget_cuts_whole_cells_markers_included_from_the_oldest_end(tmp_pa
         timeline.append(HistoryCell(s.code, s.output))
     ids = [f"r/{i}" for i in range(300)]
     markers_seen = 0
-    for example in iter_examples([path], "output_prediction", ids, 300):
+    for example in iter_examples([path], "output_prediction", ids, SelectionOptions(max_context_chars=300)):
         whole = expected_full[example.step]
         assert sum(cell.chars for cell in example.history) <= 300
         assert example.history == whole[len(whole) - len(example.history) :]
@@ -124,7 +135,12 @@ def test_runtime_variables_carry_the_step_they_last_changed_at(tmp_path: Path) -
             step(5, "x"),
         ],
     )
-    examples = {e.step: e for e in iter_examples([path], "next_cell_prediction", [f"t/{i}" for i in range(6)], 999)}
+    examples = {
+        e.step: e
+        for e in iter_examples(
+            [path], "next_cell_prediction", [f"t/{i}" for i in range(6)], SelectionOptions(max_context_chars=999)
+        )
+    }
     assert examples[0].runtime_changed == []
     assert examples[2].runtime_changed == [0, 1]  # a, b
     assert examples[4].runtime_changed == []  # restarted: an empty kernel
@@ -159,7 +175,7 @@ def test_errors_are_excluded_by_default_and_kept_on_request(tmp_path: Path) -> N
     assert default.tasks["output_prediction"].full == ["t/0", "t/2"]
     kept = select([path], SelectionOptions(sample="all", quantile=1.0, include_errors=True, include_empty=True))
     assert kept.tasks["output_prediction"].full == ["t/0", "t/1", "t/2"]
-    (example,) = iter_examples([path], "output_prediction", ["t/1"], 1000)
+    (example,) = iter_examples([path], "output_prediction", ["t/1"], SelectionOptions(max_context_chars=1000))
     assert example.target_is_error and example.target == "ZeroDivisionError: division by zero"
 
 
@@ -179,8 +195,12 @@ def test_stable_marks_the_target_an_output_as_recorded_and_code_always(tmp_path:
     flags = [True, False, None]
     path = write_steps(tmp_path / "t.jsonl", [step(i, f"x{i}", stable=flag) for i, flag in enumerate(flags)])
     ids = ["t/0", "t/1", "t/2"]
-    assert [e.stable for e in iter_examples([path], "output_prediction", ids, 1000)] == flags
-    assert [e.stable for e in iter_examples([path], "next_cell_prediction", ids, 1000)] == [True, True, True]
+    assert [
+        e.stable for e in iter_examples([path], "output_prediction", ids, SelectionOptions(max_context_chars=1000))
+    ] == flags
+    assert [
+        e.stable for e in iter_examples([path], "next_cell_prediction", ids, SelectionOptions(max_context_chars=1000))
+    ] == [True, True, True]
     chosen = select([path], SelectionOptions(sample="all", quantile=1.0, include_empty=True))
     assert chosen.tasks["output_prediction"].stability == {"test": (1, 1, 1), "full": (1, 1, 1)}
     assert chosen.tasks["next_cell_prediction"].stability == {"test": (3, 0, 0), "full": (3, 0, 0)}
@@ -282,7 +302,7 @@ def test_examples_respect_the_context_budget(tmp_path: Path) -> None:
     path = write_steps(tmp_path / "b.jsonl", steps)
     by_step = {s.step: s for s in steps}
     ids = [f"b/{i}" for i in range(200)]
-    for example in iter_examples([path], "next_cell_prediction", ids, 250):
+    for example in iter_examples([path], "next_cell_prediction", ids, SelectionOptions(max_context_chars=250)):
         assert sum(cell.chars for cell in example.history) <= 250
         # the history is exactly the latest whole cells before the step
         expected = [

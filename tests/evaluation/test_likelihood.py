@@ -170,6 +170,23 @@ def test_the_placebo_state_is_chosen_tier_by_tier() -> None:
 # --- runtime_only ---------------------------------------------------------------------------------------
 
 
+def test_runtime_only_is_its_definition_over_whole_word_tokens() -> None:
+    # the lookup of the target's tokens in the prompt gives what tokenising both texts gives: a token counts
+    # only as a whole run of word characters (``a1`` inside ``ba1_`` is not ``a1``), Unicode ones included
+    import random
+    import re
+
+    token = re.compile(r"\w+")
+    rng = random.Random(7)
+    alphabet = "ab1_ é٣.-\n"
+    for _ in range(20_000):
+        target, block, plain = ("".join(rng.choices(alphabet, k=rng.randint(0, n))) for n in (6, 12, 30))
+        only_in_block = set(token.findall(block)) - set(token.findall(plain))
+        expected = any(word in only_in_block for word in token.findall(target))
+        assert runtime_only(target, block, plain) is expected, (target, block, plain)
+    assert runtime_only("a1", "a1", "ba1_ a1b") and not runtime_only("a1", "a1", "b a1.")
+
+
 def test_runtime_only_marks_targets_with_a_token_only_the_block_holds(data_dir: Path) -> None:
     assert runtime_only("42", "- x: int\n    42\n", "x = 41\nx = x + 1\n")
     assert not runtime_only("42", "- x: int\n    42\n", "print(42)")  # the plain prompt has it too

@@ -84,6 +84,44 @@ def test_in_place_mutations_the_fingerprint_sees(mutate) -> None:
     assert keys != {name: snapshot.fingerprint(value) for name, value in values.items()}
 
 
+def test_a_rebound_unsampled_slot_of_a_long_list_is_missed_as_documented_and_a_sampled_one_is_seen() -> None:
+    # docs/performance.md: the fingerprint samples FINGERPRINT_ITEMS evenly spaced items (and the last);
+    # a slot between two samples rebound to an object of the same kind keeps the old description
+    cache = snapshot.DescriptionCache()
+    items = list(range(1000))
+    step = snapshot._spaced(snapshot.FINGERPRINT_ITEMS, len(items)).step
+    assert step > 1
+    first = _describe(cache, items=items)["items"]
+    items[1] = -1  # between the samples 0 and step
+    missed = _describe(cache, items=items)["items"]
+    assert missed is first and cache.described == 1 and missed["repr"].startswith("[0, 1, 2")
+    items[step] = -1  # a sampled slot
+    seen = _describe(cache, items=items)["items"]
+    assert cache.described == 2 and seen["repr"].startswith("[0, -1, 2")
+
+
+class HangingAttributes:
+    """A user object whose ``__dict__`` never answers: its fingerprint runs out the time limit."""
+
+    @property
+    def __dict__(self) -> dict:  # type: ignore[override]
+        while True:
+            pass
+
+    def __repr__(self) -> str:
+        return "HangingAttributes()"
+
+
+def test_a_fingerprint_that_hangs_is_cut_by_the_shared_limit_and_the_objects_after_it_keep_theirs() -> None:
+    cache = snapshot.DescriptionCache()
+    variables = sorted({"a_probe": Probe("a"), "b_hangs": HangingAttributes(), "c_probe": Probe("c")}.items())
+    for _ in range(2):
+        records = cache.describe_all(variables, 200, 0.2)
+    assert [record["repr"] for record in records] == ["Probe(a)", "HangingAttributes()", "Probe(c)"]
+    # the probes were described once each and then reused; the hanging object has no key, so again each time
+    assert cache.described == 4 and cache.reused == {"a_probe", "c_probe"}
+
+
 def test_rebinding_to_an_equal_new_object_and_changed_settings_describe_again() -> None:
     cache = snapshot.DescriptionCache()
     _describe(cache, items=[1, 2])

@@ -157,5 +157,23 @@ def runtime_only(target: str, runtime_block: str, plain_prompt: str) -> bool:
     Such a target can be copied from the block and from nothing else a model is shown: the stratum where
     runtime information is needed, not merely helpful.
     """
-    only_in_block = set(_TOKEN.findall(runtime_block)) - set(_TOKEN.findall(plain_prompt))
-    return any(token in only_in_block for token in _TOKEN.findall(target))
+    # the target is short and the plain prompt holds the whole history: tokenise the target and look only
+    # its tokens up in the prompt, rather than tokenising the prompt
+    wanted = set(_TOKEN.findall(target))
+    if not wanted:
+        return False
+    return any(not _has_token(plain_prompt, token) for token in wanted.intersection(_TOKEN.findall(runtime_block)))
+
+
+_WORD = re.compile(r"\w")
+
+
+def _has_token(text: str, token: str) -> bool:
+    """Whether ``token`` (a run of word characters) is one of ``_TOKEN.findall(text)``: a whole run in ``text``."""
+    at = text.find(token)
+    while at >= 0:
+        end = at + len(token)
+        if (at == 0 or not _WORD.match(text, at - 1)) and (end == len(text) or not _WORD.match(text, end)):
+            return True
+        at = text.find(token, at + 1)
+    return False

@@ -19,11 +19,15 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from themisto.building.categories import StepKinds, output_kind
 from themisto.exceptions import InputError
 from themisto.trajectory import Step, Variable, iter_steps
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER, TASKS
+
+if TYPE_CHECKING:  # selection imports this module; the options are only read here
+    from themisto.building.selection import SelectionOptions
 
 
 @dataclass(frozen=True)
@@ -226,19 +230,17 @@ def kernel_environment(path: Path) -> tuple[tuple[str, str], ...]:
     return python + tuple(sorted(provenance.libraries.items()))
 
 
-def iter_contexts(
-    paths: Sequence[Path], max_context_chars: int, mask_machine_text: bool = True
-) -> Iterator[StepContext]:
+def iter_contexts(paths: Sequence[Path], options: SelectionOptions) -> Iterator[StepContext]:
     """Second pass: every step of ``paths`` in trajectory order, with its history and previous step.
 
-    ``max_context_chars`` bounds the history (0: the whole history); with ``mask_machine_text``, outputs
-    (history and targets) are masked as :func:`themisto.kernel.outputs.mask_machine_text` says.
+    ``options.max_context_chars`` bounds the history (0: the whole history); with ``options.mask_machine_text``,
+    outputs (history and targets) are masked as :func:`themisto.kernel.outputs.mask_machine_text` says.
     """
     from themisto.kernel import mask_machine_text as mask
 
     for path in paths:
         environment = kernel_environment(path)
-        window = HistoryWindow(max_context_chars)
+        window = HistoryWindow(options.max_context_chars)
         changes = VariableChanges()
         kinds = StepKinds()
         before: Step | None = None
@@ -250,7 +252,7 @@ def iter_contexts(
                 if started:
                     window.append(RESTART_CELL)
             runtime_changed = changes.steps(before.runtime) if before else []
-            output = mask(step.output) if mask_machine_text else step.output
+            output = mask(step.output) if options.mask_machine_text else step.output
             kind = kinds.classify(step)
             yield StepContext(step, window.cells, window.dropped, before, kind, runtime_changed, environment, output)
             window.append(HistoryCell(step.code, output))
@@ -258,13 +260,11 @@ def iter_contexts(
             before, started = step, True
 
 
-def iter_examples(
-    paths: Sequence[Path], task: str, ids: Iterable[str], max_context_chars: int, mask_machine_text: bool = True
-) -> Iterator[Example]:
-    """The examples of ``task`` whose ids are in ``ids``, in trajectory order."""
+def iter_examples(paths: Sequence[Path], task: str, ids: Iterable[str], options: SelectionOptions) -> Iterator[Example]:
+    """The examples of ``task`` whose ids are in ``ids``, in trajectory order, as a build with ``options`` makes them."""
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
     wanted = set(ids)
-    for context in iter_contexts(paths, max_context_chars, mask_machine_text):
+    for context in iter_contexts(paths, options):
         if context.example_id in wanted:
             yield context.example(task)

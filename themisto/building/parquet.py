@@ -226,9 +226,7 @@ def _build_locked(
         }
         try:
             written = 0
-            pieces = iter_tables(
-                paths, chosen, selection.max_context_chars, render, selection.seed, selection.mask_machine_text
-            )
+            pieces = iter_tables(paths, chosen, selection, render)
             for piece in pieces:
                 writers[piece.config, piece.split].write(piece.table)
                 if piece.config == TRAJECTORIES and progress is not None:  # one trajectories piece per batch of steps
@@ -245,7 +243,15 @@ def _build_locked(
             for config in CONFIG_NAMES
         }
         sources = [_source_name(path) for path in paths]
-        summary = BuildSummary(chosen, selection, render, rows, [p.name for p in paths], files, sources)
+        summary = BuildSummary(
+            selection=chosen,
+            selection_options=selection,
+            render_options=render,
+            rows=rows,
+            trajectory_files=[p.name for p in paths],
+            files=files,
+            sources=sources,
+        )
         showcase = _showcase_row(staged / files[OUTPUT_PREDICTION + RUNTIME_SUFFIX]["test"])
         (staged / "README.md").write_text(dataset_card(summary, license_id, staged, showcase), encoding="utf-8")
         _replace_build(staged, out_dir)

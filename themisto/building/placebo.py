@@ -29,8 +29,10 @@ trajectory) gets no placebo state: its placebo block is its runtime block.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +64,12 @@ class KernelState:
 
     def size(self, budget: int) -> int:
         """About how many characters its runtime block lists: its variables' names, types and reprs, up to ``budget``."""
-        return min(budget, sum(len(v.name) + len(v.type) + len(v.repr) for v in self.variables))
+        return min(budget, self._chars)
+
+    @functools.cached_property
+    def _chars(self) -> int:
+        # once per state: a state is ranked against every later step's while it is kept
+        return sum(len(v.name) + len(v.type) + len(v.repr) for v in self.variables)
 
 
 def state_before(context: StepContext, rows: list[dict[str, Any]]) -> KernelState:
@@ -95,25 +102,27 @@ class PlaceboStates:
         """The placebo state of ``context``'s step, whose true state is ``true`` (see the module's tiers)."""
         reads = referenced_names(context.step.code)
         differing = [state for state in reversed(self._states.values()) if state.key != true.key]  # newest first
+        # a read name the true state lacks misleads wherever a state has it; most such names (modules,
+        # builtins) are in no state, and a set test rules them out at once
+        shown = [(name, true.descriptions[name]) for name in reads if name in true.descriptions]
+        unknown = reads.difference(true.descriptions)
 
         def misleads(state: KernelState) -> bool:
-            return any(state.descriptions.get(name) != true.descriptions.get(name) for name in reads)
+            described = state.descriptions
+            return not unknown.isdisjoint(described) or any(described.get(n) != d for n, d in shown)
 
-        own = true.trajectory_id
-        tiers = (
-            [s for s in differing if s.trajectory_id == own and misleads(s)],
-            [s for s in differing if s.trajectory_id != own and misleads(s)],
-            [s for s in differing if s.trajectory_id == own],
-            differing,
-        )
-        tier = next((states for states in tiers if states), [])
-        if not tier:
-            return None
         size = true.size(self.budget)
-        # sorted is stable: among equally close states the most recent come first
-        ranked = sorted(tier, key=lambda s: abs(s.size(self.budget) - size))
-        alike = [s for s in ranked if bool(s.variables) == bool(true.variables)] or ranked
-        return random.Random(f"{self.seed}:placebo:{context.example_id}").choice(alike[:CLOSEST])
+        # ranked once by closeness, before the tiers: a stable sort, so among equally close states the most
+        # recent come first, and the order within a tier is the one sorting the tier alone would give
+        ranked = sorted(differing, key=lambda s: abs(s.size(self.budget) - size))
+        mine = [s for s in ranked if s.trajectory_id == true.trajectory_id]
+        others = [s for s in ranked if s.trajectory_id != true.trajectory_id]
+        tiers = ((s for s in mine if misleads(s)), (s for s in others if misleads(s)), iter(mine), iter(ranked))
+        for tier in tiers:  # the first tier that has any; a tier is read only as far as its closest need
+            closest = _closest(tier, bool(true.variables))
+            if closest:
+                return random.Random(f"{self.seed}:placebo:{context.example_id}").choice(closest)
+        return None
 
     def add(self, state: KernelState) -> None:
         """Remember ``state`` as the latest of its kind, forgetting the oldest beyond :data:`KEPT_STATES`."""
@@ -121,3 +130,18 @@ class PlaceboStates:
         self._states[state.key] = state
         if len(self._states) > KEPT_STATES:
             self._states.popitem(last=False)
+
+
+def _closest(ranked: Iterator[KernelState], has_variables: bool) -> list[KernelState]:
+    """The first :data:`CLOSEST` of ``ranked`` that hold variables if the true state does (none if it is
+    empty), or the first :data:`CLOSEST` of any kind where none is alike; [] for no state at all."""
+    alike: list[KernelState] = []
+    first: list[KernelState] = []
+    for state in ranked:
+        if len(first) < CLOSEST:
+            first.append(state)
+        if bool(state.variables) == has_variables:
+            alike.append(state)
+            if len(alike) == CLOSEST:
+                break
+    return alike or first

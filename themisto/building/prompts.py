@@ -130,20 +130,22 @@ def render_pair(example: Example, options: RenderOptions) -> PromptPair:
     return render_pairs([example], options)[0]
 
 
-def render_pairs(examples: Sequence[Example], options: RenderOptions) -> list[PromptPair]:
+def render_pairs(examples: Sequence[Example], options: RenderOptions, head: str | None = None) -> list[PromptPair]:
     """Render the prompt pairs of examples of one step (one per task).
 
     They share the history and the runtime state, so the history is rendered once
     for all of them, and so is the runtime block unless the tasks need different
     ones: the ``referenced`` format depends on each task's code, and a block that
     must leave variables out keeps those the output-prediction cell reads first.
+    ``head`` is :func:`prompt_head` of the examples, where the caller has it from
+    rendering the same step with another state.
     """
     first = examples[0]
     if any(e.history != first.history or e.runtime != first.runtime for e in examples[1:]):
         raise ValueError("render_pairs needs examples of one step (the same history and runtime)")
     if any(e.environment != first.environment for e in examples[1:]):
         raise ValueError("render_pairs needs examples of one step (the same environment)")
-    head = _INTRO + render_environment(first.environment) + render_history(first.history)
+    head = prompt_head(first) if head is None else head
     shared: tuple[str, int] | None = None  # the block ranked by recency alone, and how many it left out
     pairs = []
     for example in examples:
@@ -161,9 +163,14 @@ def render_pairs(examples: Sequence[Example], options: RenderOptions) -> list[Pr
     return pairs
 
 
+def prompt_head(example: Example) -> str:
+    """The start both prompts of an example share: the introduction, the environment line and the history."""
+    return _INTRO + render_environment(example.environment) + render_history(example.history)
+
+
 def read_names(example: Example) -> frozenset[str]:
     """The names the target cell refers to: kept first in a tight runtime block (none for next cell)."""
-    return frozenset(referenced_names(example.code)) if example.task == OUTPUT_PREDICTION else frozenset()
+    return referenced_names(example.code) if example.task == OUTPUT_PREDICTION else frozenset()
 
 
 def _runtime_block(example: Example, options: RenderOptions, reads: Collection[str]) -> tuple[str, int]:
@@ -244,20 +251,22 @@ def _render_cell(code: str, output: str) -> str:
     return f"{fence(code, 'python')}Output:\n{rendered_output}\n"
 
 
-def referenced_names(code: str) -> set[str]:
+# cached: a step's code is parsed for its runtime block, its placebo's and the placebo's choice
+@functools.lru_cache(maxsize=256)
+def referenced_names(code: str) -> frozenset[str]:
     """Names a piece of notebook code refers to (loads, stores and attribute bases)."""
     python = "\n".join("" if _IPYTHON_LINE.match(line) else line for line in code.splitlines())
     try:
         tree = ast.parse(python)
     except (SyntaxError, ValueError):
-        return set(_IDENTIFIER.findall(code))
+        return frozenset(_IDENTIFIER.findall(code))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)
-    return names
+    return frozenset(names)
 
 
 def render_runtime(

@@ -160,11 +160,11 @@ class Selection:
 
 
 def scan(
-    paths: Sequence[Path], progress: Progress | None = None, mask_machine_text: bool = True
+    paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None
 ) -> tuple[list[StepStats], dict[Path, str]]:
     """First pass: lengths and flags of every step, in trajectory-file order, and the invalid files skipped.
 
-    Output lengths are those of the output as a model is shown it (masked, with ``mask_machine_text``).
+    Output lengths are those of the output as a model is shown it (masked, with ``options.mask_machine_text``).
     A file that breaks the step schema or repeats a step number is skipped
     whole (one bad trajectory never fails a corpus), and so is one whose
     ``state_hash`` repeats the previous step's while its variables differ
@@ -195,7 +195,7 @@ def scan(
                     key,
                     step.step,
                     len(step.code),
-                    len(mask(step.output) if mask_machine_text else step.output),
+                    len(mask(step.output) if options.mask_machine_text else step.output),
                     step.error is not None,
                     step.recording_stopped,
                     is_image_only(step.output),
@@ -220,7 +220,7 @@ def scan(
 
 def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None) -> Selection:
     """Apply the selection protocol and return the chosen example ids per task."""
-    stats, skipped = scan(paths, progress, options.mask_machine_text)
+    stats, skipped = scan(paths, options, progress)
     if not stats:
         if skipped:
             first = next(iter(skipped.values()))

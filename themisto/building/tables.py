@@ -30,8 +30,8 @@ import pyarrow as pa
 from themisto.building.categories import Duplicates, runtime_only
 from themisto.building.history import Example, StepContext, iter_contexts
 from themisto.building.placebo import KernelState, PlaceboStates, state_before
-from themisto.building.prompts import RenderOptions, render_pairs
-from themisto.building.selection import Selection
+from themisto.building.prompts import RenderOptions, prompt_head, render_pairs
+from themisto.building.selection import Selection, SelectionOptions
 from themisto.exceptions import InputError
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
 from themisto.vocabulary import (
@@ -200,10 +200,11 @@ class _TaskColumns:
         ``placebo`` is the state its placebo block shows (None: none other known, the block is the true one).
         """
         examples = [context.example(task) for task in TASKS]
-        pairs = render_pairs(examples, self.render)
+        head = prompt_head(examples[0])
+        pairs = render_pairs(examples, self.render, head)
         # the same examples holding the placebo state: rendered alike, they differ from the runtime prompt
         # in the block alone
-        placebos = render_pairs([_with_state(e, placebo) for e in examples], self.render) if placebo else pairs
+        placebos = render_pairs([_with_state(e, placebo) for e in examples], self.render, head) if placebo else pairs
         self.placebo_runtime.append(placebo.rows if placebo else runtime_rows)
         self.placebo_memory.append(placebo.memory_bytes if placebo else examples[0].memory_bytes_before)
         self.placebo_execution.append(placebo.execution_time if placebo else examples[0].execution_time_before)
@@ -322,17 +323,13 @@ def _with_state(example: Example, state: KernelState) -> Example:
 
 
 def iter_tables(
-    paths: Sequence[Path],
-    chosen: Selection,
-    max_context_chars: int,
-    render: RenderOptions,
-    seed: int = 0,
-    mask_machine_text: bool = True,
+    paths: Sequence[Path], chosen: Selection, selection: SelectionOptions, render: RenderOptions
 ) -> Iterator[TablePiece]:
     """Every config and split of a build as table pieces, in trajectory order, in one pass.
 
-    ``chosen`` is the outcome of :func:`themisto.building.selection.select` over the same ``paths``;
-    ``seed`` draws the placebo states.
+    ``chosen`` is the outcome of :func:`themisto.building.selection.select` over the same ``paths``
+    with ``selection``, whose history budget and masking the examples follow and whose seed draws the
+    placebo states.
     """
     splits: SplitIds = {
         task: {"test": set(chosen.tasks[task].test), "full": set(chosen.tasks[task].full)} for task in TASKS
@@ -341,10 +338,10 @@ def iter_tables(
     duplicates = {(task, split): Duplicates() for task in TASKS for split in SPLITS}
     steps: list[dict[str, Any]] = []
     examples = _TaskColumns(render, splits, duplicates)
-    placebos = PlaceboStates(seed, render.max_runtime_chars)
+    placebos = PlaceboStates(selection.seed, render.max_runtime_chars)
     previous: dict[str, Any] | None = None  # the trajectory row of the previous step
     count = 0
-    contexts = iter_contexts(paths, max_context_chars, mask_machine_text)
+    contexts = iter_contexts(paths, selection)
     for count, context in enumerate(contexts, 1):  # noqa: B007 (read after the loop)
         row = trajectory_row(context.step)
         # the state before the step is the previous step's snapshot, already converted for its own row

@@ -35,6 +35,7 @@ import io
 import itertools
 import json
 import numbers
+import os
 import re
 import signal
 import sys
@@ -76,8 +77,8 @@ class _Bound(types.ModuleType):
 
 # Bound at install time, as are the builtins (a private copy, so ``builtins.len = ...`` changes nothing here):
 # every function below is made after these lines and looks its globals up here.
-contextlib, hashlib, io, itertools, json, signal, sys, threading, time, weakref = (
-    _Bound(module) for module in (contextlib, hashlib, io, itertools, json, signal, sys, threading, time, weakref)
+contextlib, hashlib, io, itertools, json, os, signal, sys, threading, time, weakref = (
+    _Bound(module) for module in (contextlib, hashlib, io, itertools, json, os, signal, sys, threading, time, weakref)
 )
 globals()["__builtins__"] = dict(vars(builtins))
 
@@ -523,9 +524,10 @@ _IMMUTABLE = frozenset(
 )
 
 
-def _item_key(item: Any) -> tuple[int, int]:
-    """An item's identity, and its length when it is a builtin container (appends one level down show)."""
-    return id(item), len(item) if type(item) in _SIZED_CONTAINERS else -1
+def _items_key(items: list[Any]) -> tuple[tuple[int, ...], list[int]]:
+    """The items' identities, and the lengths of those that are builtin containers (appends one level down
+    show); in a list built at C speed, as the items are the bulk of a fingerprint's work."""
+    return tuple(map(id, items)), [len(item) for item in items if type(item) in _SIZED_CONTAINERS]
 
 
 def _spaced(count: int, total: int) -> range:
@@ -535,17 +537,21 @@ def _spaced(count: int, total: int) -> range:
 
 def _container_fingerprint(value: Any) -> tuple[Any, ...]:
     kind = type(value)
+    count = len(value)
     if kind in (list, tuple):
-        positions = list(_spaced(FINGERPRINT_ITEMS, len(value)))
-        if value and positions[-1] != len(value) - 1:
-            positions.append(len(value) - 1)
-        return len(value), tuple(_item_key(value[position]) for position in positions)
+        positions = _spaced(FINGERPRINT_ITEMS, count)
+        sample = list(value[:: positions.step])  # evenly spaced items, sliced at C speed, and the last one
+        if count and positions[-1] != count - 1:
+            sample.append(value[-1])
+        return count, _items_key(sample)
     if isinstance(value, dict):
-        pairs = list(itertools.islice(value.items(), FINGERPRINT_ITEMS))
-        if len(value) > FINGERPRINT_ITEMS:
-            pairs.append(next(reversed(value.items())))
-        return len(value), tuple((id(key), *_item_key(item)) for key, item in pairs)
-    return len(value), tuple(_item_key(item) for item in itertools.islice(value, FINGERPRINT_ITEMS))
+        keys = list(itertools.islice(value, FINGERPRINT_ITEMS))  # the first ones and the last one
+        items = list(itertools.islice(value.values(), FINGERPRINT_ITEMS))
+        if count > FINGERPRINT_ITEMS:
+            keys.append(next(reversed(value)))
+            items.append(next(reversed(value.values())))
+        return count, tuple(map(id, keys)), _items_key(items)
+    return count, _items_key(list(itertools.islice(value, FINGERPRINT_ITEMS)))
 
 
 def _array_fingerprint(value: Any) -> tuple[Any, ...]:
@@ -639,15 +645,16 @@ class DescriptionCache:
         entries = {}
         records = []
         reused = set()
-        for name, value in variables:
-            key = _cache_key(value, max_repr_chars, timeout)
+        keys = _cache_keys([value for _, value in variables], max_repr_chars, timeout)
+        for (name, value), key in zip(variables, keys, strict=True):
             cached = self._entries.get(name)
             if key is not None and cached is not None and cached[0]() is value and cached[1] == key:
-                record = cached[2]
+                entries[name] = cached  # the same object, reference and description
+                records.append(cached[2])
                 reused.add(name)
-            else:
-                record = describe(name, value, max_repr_chars, timeout)
-                self.described += 1
+                continue
+            record = describe(name, value, max_repr_chars, timeout)
+            self.described += 1
             if key is not None:
                 entries[name] = (_reference(value), key, record)
             records.append(record)
@@ -656,18 +663,43 @@ class DescriptionCache:
         return records
 
 
-def _cache_key(value: Any, max_repr_chars: int, timeout: float) -> Hashable | None:
-    """The fingerprint plus the settings a description depends on; None: not cacheable."""
-    kind = type(value)
-    try:
+def _cache_keys(values: list[Any], max_repr_chars: int, timeout: float) -> list[Hashable | None]:
+    """Each value's fingerprint plus the settings a description depends on; None: not cacheable.
+
+    A fingerprint that may run user code (an object's ``__dict__``) runs under a time limit, one for all
+    of them rather than one each, as arming one costs more than most fingerprints: when it runs out, or a
+    fingerprint raises, that value gets no key (it is described again, under its own limit) and the rest
+    go on under a new one.
+    """
+    settings = (max_repr_chars, timeout)
+    keys: list[Hashable | None] = [None] * len(values)
+    guarded = []
+    for index, value in enumerate(values):
+        kind = type(value)
         if kind in _IMMUTABLE or kind in _SIZED_CONTAINERS or _module(kind) in _LIBRARY_FINGERPRINTS:
-            key = fingerprint(value)  # runs no user code, so it needs no (costly to arm) time limit
+            try:
+                keys[index] = _with_settings(fingerprint(value), settings)  # library code only: no time limit
+            except BaseException:  # noqa: B036 -- a broken object is described again, never fatal
+                continue
         else:
+            guarded.append(index)
+    done = 0
+    while done < len(guarded):
+        try:
             with TimeLimit(timeout):
-                key = fingerprint(value)
-    except BaseException:  # noqa: B036 -- user code (a __dict__ property) may raise SystemExit
-        return None
-    return None if key is None else (key, max_repr_chars, timeout)
+                while done < len(guarded):
+                    index = guarded[done]
+                    keys[index] = _with_settings(fingerprint(values[index]), settings)
+                    done += 1
+        except BaseException:  # noqa: B036 -- user code (a __dict__ property) may raise SystemExit
+            if done < len(guarded):
+                keys[guarded[done]] = None
+                done += 1
+    return keys
+
+
+def _with_settings(key: Hashable | None, settings: tuple[int, float]) -> Hashable | None:
+    return None if key is None else (key, *settings)
 
 
 # The kernel's cache: one per kernel process, so a restarted kernel starts empty.
@@ -746,12 +778,24 @@ def announce_snapshot(path: str, done: bool = False) -> None:
     ``done``: the snapshot has run all user code it calls, so what fails later is the kernel's, not its.
     """
     if not done:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            # ipykernel's flush waits on its IO thread even with nothing to send, a millisecond or more a step:
+            # flushed only when its stream says output is pending (a stream that does not say, always)
+            if getattr(stream, "_flush_pending", True) or getattr(stream, "_subprocess_flush_pending", False):
+                stream.flush()
     kernel = _INSTALLED.get("kernel")
     request = kernel.get_parent().get("header", {}).get("msg_id", "") if kernel is not None else ""
-    with open(path, "w", encoding="utf-8") as marker:
-        marker.write(f"{request} {'done' if done else repr(time.time())}")
+    text = f"{request} {'done' if done else repr(time.time())}".encode()
+    # a new file, not the old one truncated: ext4 makes a file truncated to nothing and written again reach
+    # the disk on close (its auto_da_alloc), milliseconds a step; a write cut short leaves the file missing
+    # or empty, which reads as no announcement, as a truncated one did
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    marker = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(marker, text)
+    finally:
+        os.close(marker)
 
 
 # The libraries whose versions the provenance records (and a prompt's environment header names), when

@@ -1,0 +1,200 @@
+"""The guarded figures of a base commit and of the working tree, measured side by side in one run.
+
+asv's ``continuous BASE HEAD`` idea in the bench runner: the base commit
+(``--base REV``, default ``main``) is checked out into a temporary git worktree,
+and each guarded figure is measured alternately in it and in the working tree
+(``--head PATH`` measures another tree in its place), with the same interpreter,
+the same inputs and the repetitions interleaved (base first, then head first), so
+a change of the machine's load hits both alike. Each figure is the median of its
+repetitions; the run fails (exit 1) when the head's is more than ``--max-slowdown``
+(1.2) times the base's.
+
+Guarded figures (``NAME`` arguments choose among them):
+
+- ``build``: CPU seconds and peak RSS of ``themisto build`` on the same synthetic
+  corpus (``--steps``, default 4,000 steps, written once by the working tree's
+  generator), run in a child process in the tree measured;
+- ``snapshot``: a recorded step's p50 time over a plain execution's, 100 unchanged
+  variables in one kernel (what ``bench_snapshot.py`` measures, as a ratio).
+
+Each measurement runs ``python bench/regression.py --probe NAME`` of the working
+tree with that tree's package first on ``sys.path`` and as the working directory,
+so the base is measured by the same code as the head.
+Usage: ``python bench/regression.py [--base REV] [--repeat N] [NAME ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_SLOWDOWN = 1.2
+PROBES = ("build", "snapshot")
+
+
+def _probe_build(corpus: Path) -> dict[str, float]:
+    """CPU seconds and peak RSS of one ``themisto build`` of ``corpus``, in a child process of its own."""
+    with tempfile.TemporaryDirectory(prefix="themisto-regression-") as out:
+        command = [sys.executable, "-m", "themisto", "build", str(corpus), "-o", str(Path(out) / "build")]
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage
+        errors = child.stderr.read().decode(errors="replace") if child.stderr else ""
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"themisto build failed: {errors.strip()}")
+    return {"build CPU seconds": usage.ru_utime + usage.ru_stime, "build peak RSS MiB": usage.ru_maxrss / 1024}
+
+
+def _probe_snapshot() -> dict[str, float]:
+    """A recorded step's p50 time over a plain execution's, with 100 unchanged variables."""
+    import bench_snapshot  # bench/ is sys.path[0]: this script's folder
+
+    from themisto.recording.options import RecordOptions
+
+    try:
+        from themisto.kernel import Recorder
+    except ImportError:  # a base commit from before the kernel wing (themisto/kernel/)
+        from themisto.recording.kernel import Recorder  # type: ignore[no-redef]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        options = RecordOptions(timeout=600)
+        with Recorder(trajectory_id="regression", workdir=Path(tmp), options=options) as recorder:
+            recorder.run_cell(bench_snapshot.HUNDRED_VARIABLES, "setup")
+            bench_snapshot._paired_steps(recorder, 3)  # warm-up
+            plain, recorded = bench_snapshot._paired_steps(recorder, 41)
+    return {"snapshot step / plain step": recorded / plain}
+
+
+def _write_corpus(folder: Path, steps: int) -> Path:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_build
+
+    return bench_build._write_corpus(folder, steps)
+
+
+def _measure(tree: Path, name: str, corpus: Path) -> dict[str, float]:
+    """Run one probe with ``tree``'s package and return its figures."""
+    environment = {**os.environ, "PYTHONPATH": str(tree)}
+    command = [sys.executable, str(Path(__file__).resolve()), "--probe", name, "--corpus", str(corpus)]
+    done = subprocess.run(command, cwd=tree, env=environment, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {name} probe failed in {tree}: {done.stderr.strip()[-2000:]}")
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def _base_tree(base: str, folder: Path) -> Path:
+    """A detached git worktree of ``base`` in ``folder``; exits 2 when ``base`` names no commit."""
+    resolved = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if resolved.returncode != 0:
+        print(f"error: --base {base} names no commit of {ROOT}", file=sys.stderr)
+        sys.exit(2)
+    tree = folder / "base"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(tree), resolved.stdout.strip()],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    )
+    return tree
+
+
+def compare(base: dict[str, list[float]], head: dict[str, list[float]], max_slowdown: float) -> list[dict[str, object]]:
+    """One row per figure: the medians, head / base, and whether it is within ``max_slowdown``."""
+    rows: list[dict[str, object]] = []
+    for figure, values in head.items():
+        before, after = statistics.median(base[figure]), statistics.median(values)
+        ratio = after / before
+        rows.append(
+            {
+                "figure": figure,
+                "base": f"{before:.3f}",
+                "head": f"{after:.3f}",
+                "head / base": f"{ratio:.2f}x",
+                "passed": ratio <= max_slowdown,
+            }
+        )
+    return rows
+
+
+def _table(rows: list[dict[str, object]], max_slowdown: float) -> str:
+    columns = ["figure", "base", "head", "head / base"]
+    lines = [f"| {' | '.join(columns)} | <= {max_slowdown:g}x |", "|" + "---|" * (len(columns) + 1)]
+    for row in rows:
+        cells = [str(row[column]) for column in columns] + ["yes" if row["passed"] else "NO"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run(
+    names: list[str], base: str, head: Path, repeat: int, steps: int, max_slowdown: float, log: Callable[[str], None]
+) -> list[dict[str, object]]:
+    """Measure ``names`` in a worktree of ``base`` and in ``head``, interleaved; the rows of :func:`compare`."""
+    with tempfile.TemporaryDirectory(prefix="themisto-regression-") as tmp:
+        folder = Path(tmp)
+        base_tree = _base_tree(base, folder)
+        try:
+            corpus = _write_corpus(folder / "corpus", steps)
+            figures: dict[Path, dict[str, list[float]]] = {base_tree: {}, head: {}}
+            for repetition in range(repeat):
+                # base first, then head first: a load that rises or falls over the run hits both alike
+                order = (base_tree, head) if repetition % 2 == 0 else (head, base_tree)
+                for name in names:
+                    for tree in order:
+                        started = time.perf_counter()
+                        for figure, value in _measure(tree, name, corpus).items():
+                            figures[tree].setdefault(figure, []).append(value)
+                        which = "base" if tree == base_tree else "head"
+                        log(f"{name} {which} {repetition + 1}/{repeat}: {time.perf_counter() - started:.1f} s")
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, check=False)
+    return compare(figures[base_tree], figures[head], max_slowdown)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Compare the base and head; exit 1 when a guarded figure slowed down beyond the limit."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"guarded figures to measure: {', '.join(PROBES)} (default: all)")
+    parser.add_argument("--base", default="main", help="the commit compared against (default: main)")
+    parser.add_argument("--head", type=Path, default=ROOT, help="the tree measured (default: this working tree)")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions per tree (default: 3)")
+    parser.add_argument("--steps", type=int, default=4000, help="steps of the build's synthetic corpus")
+    parser.add_argument("--max-slowdown", type=float, default=MAX_SLOWDOWN, help="head / base allowed (1.2)")
+    parser.add_argument("--probe", choices=PROBES, help=argparse.SUPPRESS)  # one measurement, in a child
+    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.probe is not None:
+        figures = _probe_build(args.corpus) if args.probe == "build" else _probe_snapshot()
+        print(json.dumps(figures))
+        return 0
+    if args.repeat < 1 or args.steps < 1:
+        parser.error("--repeat and --steps must be at least 1")
+    unknown = sorted(set(args.names) - set(PROBES))
+    if unknown:
+        parser.error(f"no guarded figure {', '.join(unknown)}; choose among {', '.join(PROBES)}")
+    names = args.names or list(PROBES)
+    rows = run(names, args.base, args.head.resolve(), args.repeat, args.steps, args.max_slowdown, _stderr)
+    print(_table(rows, args.max_slowdown))
+    return 0 if all(row["passed"] for row in rows) else 1
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

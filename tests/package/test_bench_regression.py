@@ -1,0 +1,65 @@
+"""The regression bench (bench/regression.py) passes an unchanged tree and fails one made slower."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from repository import REPOSITORY
+
+BENCH = REPOSITORY / "bench" / "regression.py"
+# a build that burns this many CPU seconds more than the base: far beyond 1.2x of a 300-step build
+BURN_SECONDS = 4.0
+
+
+def _regression(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(BENCH), "build", "--base", "HEAD", "--steps", "300", *map(str, args)]
+    return subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=900, check=False)
+
+
+def _rows(output: str) -> dict[str, str]:
+    """The verdict column of the bench's table, per figure."""
+    lines = [line.strip("| ").split(" | ") for line in output.splitlines() if line.startswith("| build")]
+    return {cells[0]: cells[-1] for cells in lines}
+
+
+@pytest.mark.slow
+def test_the_working_tree_against_its_own_commit_passes() -> None:
+    # unchanged where the checkout is clean, as in CI: the same code measured twice, interleaved
+    done = _regression("--repeat", "3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _rows(done.stdout) == {"build CPU seconds": "yes", "build peak RSS MiB": "yes"}
+
+
+@pytest.mark.slow
+def test_a_build_made_slower_fails(tmp_path: Path) -> None:
+    slow = _copy(REPOSITORY, tmp_path / "slow")
+    parquet = slow / "themisto" / "building" / "parquet.py"
+    burn = f"\nimport time as _time\n_start = _time.process_time()\nwhile _time.process_time() - _start < {BURN_SECONDS}:\n    pass\n"
+    parquet.write_text(parquet.read_text(encoding="utf-8") + burn, encoding="utf-8")
+    done = _regression("--head", slow, "--repeat", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _rows(done.stdout)["build CPU seconds"] == "NO"
+
+
+def test_a_base_that_names_no_commit_is_one_line_and_exit_2() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "build", "--base", "no-such-revision-xyz"],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"error: --base no-such-revision-xyz names no commit of {REPOSITORY}"
+    ]
+
+
+def _copy(tree: Path, target: Path) -> Path:
+    """The package of ``tree`` (the only part a probe imports from the tree measured) copied to ``target``."""
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(tree / "themisto", target / "themisto", ignore=shutil.ignore_patterns("__pycache__"))
+    return target
