@@ -46,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--model-args", default="", metavar="ARGS", help="lm-eval model arguments, e.g. pretrained=DIR,dtype=float16"
     )
     parser.add_argument(
+        "--name", default=None, help="the name the run is filed and reported under (default: from the model arguments)"
+    )
+    parser.add_argument(
         "--tasks",
         default=LM_EVAL_GROUP,
         help=f"comma-separated task or group names (default: the group {LM_EVAL_GROUP}, all four tasks)",
@@ -144,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
 
     from themisto.cli.options import describe_data
     from themisto.evaluation.data import find_data
-    from themisto.evaluation.harness import model_class, no_empty_folder_on_failure
+    from themisto.evaluation.harness import check_model, no_empty_folder_on_failure
     from themisto.filesystem import prepare_output_folder
 
     if args.verbose:
@@ -159,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
     batch_size, gen_kwargs = _batch_size(args.batch_size), _gen_kwargs(args.gen_kwargs)
     data = find_data(args.data)
-    model_class(args.model)  # an unknown name is one line, before the status line
+    check_model(args.model, args.model_args, args.device)  # bad model input is one line, before the status line
     output = Path(args.output)
     with no_empty_folder_on_failure(output):
         prepare_output_folder(output)
@@ -200,6 +203,7 @@ def _evaluate(
                 device=args.device,
                 apply_chat_template=args.apply_chat_template,
                 gen_kwargs=gen_kwargs,
+                name=args.name,
             )
     except (ValueError, OSError) as exc:
         # lm-eval reports an unknown model name or bad model arguments as
