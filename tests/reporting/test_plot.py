@@ -16,7 +16,7 @@ import pytest
 from sample_logs import lm_eval_likelihood_sample, lm_eval_sample, write_run
 
 from themisto.cli import main
-from themisto.reporting.analysis import build_report
+from themisto.reporting.analysis import Report, build_report
 from themisto.reporting.plot import report_figure
 
 FAMILIES = ("themisto_output", "themisto_next_cell")
@@ -73,7 +73,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def report_of(*folders: Path) -> object:
+def report_of(*folders: Path) -> Report:
     return build_report(list(folders), resamples=200)
 
 
@@ -131,7 +131,7 @@ def test_p_values_never_cover_a_marker(runs: Path) -> None:
     figure = report_figure(report_of(runs))
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    canvas = FigureCanvasAgg(figure)  # type: ignore[arg-type]
+    canvas = FigureCanvasAgg(figure)
     canvas.draw()
     renderer = canvas.get_renderer()
     for ax in panels_of(figure)[:2]:
@@ -140,7 +140,7 @@ def test_p_values_never_cover_a_marker(runs: Path) -> None:
             point
             for line in ax.get_lines()
             if line.get_marker() == "D"
-            for point in ax.transData.transform(list(zip(line.get_xdata(), line.get_ydata())))  # type: ignore[arg-type]
+            for point in ax.transData.transform(list(zip(line.get_xdata(), line.get_ydata())))
         ]
         assert markers and labels
         assert not [box for box in labels for x, y in markers if box.contains(x, y)]
