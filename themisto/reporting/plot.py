@@ -57,14 +57,16 @@ _LIKELIHOOD_METRICS = (BPB_METRIC, GREEDY_METRIC)
 # The metrics the determinism ceiling bounds.
 _CEILING_METRICS = BINARY_METRICS
 SIGNIFICANCE = 0.05
-# The axis range over the data's: the strips at the edges hold the rotated n and p labels.
-_LABEL_ROOM = 1.7
+# The axis range over the data's, so the strips at the edges hold the rotated labels: n and p (paired
+# panels: p above, n below), n alone (panels of means, above).
+_LABEL_ROOM = {True: 1.7, False: 1.18}
 # Three panels a row beyond four; a build location longer than this is shortened to its last parts.
 _BUILD_CHARS = 60
 # The file types a figure is written as, by suffix.
 PLOT_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg"}
 # 20 distinguishable colours: the baselines take the first ones, in a fixed order; other models the rest.
 _PALETTE = "tab20"
+_GREYS = (14, 15)  # tab20's two greys
 _FIXED_COLOURS = (*BASELINES, COMPRESSION_BASELINE)
 _ARM_ORDER = (PLAIN, RUNTIME, PLACEBO)
 # How a task family reads on an axis (the plain tasks of TASK_PAIRS, in their order).
@@ -105,8 +107,10 @@ def model_colours(models: list[str]) -> dict[str, str]:
     """
     from matplotlib import colormaps
 
-    # the dark shades first, then the light ones: neighbours in the list are never two shades of one hue
-    palette = [colormaps[_PALETTE](i) for i in (*range(0, 20, 2), *range(1, 20, 2))]
+    # the dark shades first, then the light ones, so the baselines' are far apart; no greys: the
+    # reference lines are black and grey
+    shades = [i for i in (*range(0, 20, 2), *range(1, 20, 2)) if i not in _GREYS]
+    palette = [colormaps[_PALETTE](i) for i in shades]
     hexes = ["#{:02x}{:02x}{:02x}".format(*(round(255 * c) for c in colour[:3])) for colour in palette]
     free = len(hexes) - len(_FIXED_COLOURS)
     colours: dict[str, str] = {}
@@ -188,10 +192,10 @@ def _headroom(ax: Axes, low: float, high: float, symmetric: bool) -> None:
     """A y range leaving the edge strips free for the labels: 0 to beyond ``high``, or symmetric around 0."""
     if symmetric:
         ax.axhline(0.0, color="black", linewidth=0.8)
-        span = max(abs(low), abs(high), 0.05)
-        ax.set_ylim(-span * _LABEL_ROOM, span * _LABEL_ROOM)
+        span = max(abs(low), abs(high), 0.05) * _LABEL_ROOM[True]
+        ax.set_ylim(-span, span)
     else:
-        ax.set_ylim(0.0, max(high, 0.05) * _LABEL_ROOM)
+        ax.set_ylim(0.0, max(high, 0.05) * _LABEL_ROOM[False])
 
 
 def _reference_line(ax: Axes, groups: list[str], values: dict[str, float], style: LineStyle, label: str) -> None:
