@@ -304,9 +304,9 @@ def no_empty_folder_on_failure(folder: Path | None) -> Iterator[None]:
 def quiet_lm_eval() -> Iterator[None]:
     """Hold back lm-eval's warnings while the body runs (its errors still show).
 
-    lm-eval warns at every evaluation about what Themisto sets on purpose (a model object passed as
-    ``pretrained``, the tasks' own generation settings); in a training log, once per evaluation, they
-    bury the trainer's own lines.
+    lm-eval warns at every evaluation about what Themisto does on purpose (a model object passed as
+    ``pretrained``: "Many other model arguments may be ignored"); in a training log, once per
+    evaluation, such lines bury the trainer's own.
     """
     logger = logging.getLogger("lm_eval")
     level = logger.level
