@@ -43,7 +43,8 @@ run: $(STAMP)
 		THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model $$model --tasks $(BASELINE_TASKS) -o runs/eval || exit 1; \
 	done
 	THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model themisto-compression --tasks themisto_bpb -o runs/eval
-	$(PY) -m themisto report runs/eval -o runs/report.md --plot runs/report.png
+	$(PY) -m themisto report runs/eval -o runs/report.md --plot runs/report.png > /dev/null
+	@echo "make run: the report is in runs/report.md and runs/report.png"
 
 # Execution-checked next-cell scores of the baselines on the committed build: each prediction (and the
 # developer's own cell, the ceiling) runs in the recorded kernel state; see README "Execute next-cell predictions".

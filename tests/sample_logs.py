@@ -14,6 +14,7 @@ from lm_eval.loggers import EvaluationTracker
 from lm_eval.utils import hash_string
 
 from themisto.evaluation.metrics import score_sample
+from themisto.lm_eval_files import task_versions
 
 
 def lm_eval_sample(doc_id: int, doc: dict, prediction: str, filter_name: str = "answer") -> dict:
@@ -78,10 +79,15 @@ def write_run(
     )
     given = {"themisto_split": split, "themisto_data": build}
     logged = {key: value for key, value in given.items() if value is not None}
-    metadata = {"metadata": {"version": 1.0, **logged}} if logged else {}
+    versions = task_versions()  # the version each task YAML has, as lm-eval logs it
+
+    def config(task: str) -> dict:
+        metadata = {"metadata": {"version": float(versions.get(task, "1.0")), **logged}} if logged else {}
+        return {"task": task, **metadata}
+
     results = {
         "results": {task: {"alias": task} for task in samples_by_task},
-        "configs": {task: {"task": task, **metadata} for task in samples_by_task},
+        "configs": {task: config(task) for task in samples_by_task},
         "config": {"model": model, "model_args": model_args},
     }
     tracker.save_results_aggregated(results=results, samples=samples_by_task)

@@ -173,3 +173,10 @@ def exchange(first: Path, second: Path) -> bool:
     if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
     raise OSError(error, os.strerror(error), str(second))
+
+
+def prepare_output_file(path: Path) -> None:
+    """Prove that ``path`` can be written (its folder made and writable, the path no folder) before any work."""
+    if Path(path).is_dir():
+        raise OutputError(f"{path} is a folder, not a file")
+    prepare_output_folder(Path(path).parent, [Path(path).name])

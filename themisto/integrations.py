@@ -26,7 +26,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from themisto.evaluation.harness import evaluate, scores
+from themisto.evaluation.harness import evaluate, quiet_lm_eval, scores
 from themisto.exceptions import InputError
 from themisto.vocabulary import LM_EVAL_GROUP
 
@@ -72,15 +72,16 @@ class ThemistoCallback(TrainerCallback):
         if self.evaluations % self.every_n_evals or not state.is_world_process_zero:
             return
         model = kwargs.get("model") or self.trainer.model
-        results = evaluate(
-            model,
-            tasks=self.tasks,
-            limit=self.limit,
-            data=self.data,
-            split=self.split,
-            tokenizer=self.trainer.processing_class,
-            **self.evaluate_kwargs,
-        )
+        with quiet_lm_eval():  # the training log gets the scores, not lm-eval's warnings about our settings
+            results = evaluate(
+                model,
+                tasks=self.tasks,
+                limit=self.limit,
+                data=self.data,
+                split=self.split,
+                tokenizer=self.trainer.processing_class,
+                **self.evaluate_kwargs,
+            )
         if results is None:
             return
         self.last_scores = scores(results)

@@ -1,4 +1,8 @@
-"""lm-eval's sample logs on disk: found under run folders, named and dated by lm-eval's own rule, newest per task.
+"""lm-eval's files on disk: the task folder and its task versions; sample logs, named and dated by lm-eval's rule.
+
+The task folder ships with the package (:func:`tasks_path`); each task YAML's ``metadata: version`` is
+bumped when its prompts or scoring change, so a build records the versions it was made for
+(:func:`task_versions`) and every reader of a build refuses one made for others.
 
 lm-eval writes ``<output_path>/<model>/samples_<task>_<timestamp>.jsonl`` per
 task and run; a folder that holds several runs holds several logs of a task.
@@ -12,11 +16,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from themisto.exceptions import InputError
 
 SAMPLE_LOG_GLOB = "samples_*.jsonl"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def bundled_path(name: str) -> Path:
+    """A top-level resource folder (``lm_eval_tasks``, ``hf_dataset``) of this installation.
+
+    A wheel carries it inside the package (see setup.py); a source checkout or
+    an editable install keeps it at the repository root, next to the package.
+    """
+    inside = _PACKAGE_DIR / name
+    return inside if inside.is_dir() else _PACKAGE_DIR.parent / name
+
+
+def tasks_path() -> Path:
+    """The folder holding the Themisto lm-eval task YAMLs (pass it to ``--include_path``)."""
+    return bundled_path("lm_eval_tasks") / "themisto"
+
+
+@cache
+def task_versions() -> dict[str, str]:
+    """``task -> version`` from every task YAML of the task folder (the groups' files start with ``_``)."""
+    import yaml
+
+    versions = {}
+    for path in sorted(tasks_path().glob("themisto*.yaml")):
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        versions[str(config["task"])] = str(config["metadata"]["version"])
+    return versions
 
 
 @dataclass(frozen=True)

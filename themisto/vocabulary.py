@@ -51,6 +51,8 @@ LM_EVAL_GROUPS = (LM_EVAL_GROUP, BPB_GROUP)
 CONFIG_KEY = "themisto_config"
 DATA_KEY = "themisto_data"
 SPLIT_KEY = "themisto_split"
+# The key of an lm-eval results JSON holding the run's short model name and the model's full arguments.
+RUN_KEY = "themisto_run"
 # The filter every task applies to a response (unwrap a fenced answer); results are keyed "<metric>,answer".
 ANSWER_FILTER = "answer"
 # The pairs of tasks that differ only by the runtime block: (without, with).

@@ -32,7 +32,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from repository import REPOSITORY
 
 from themisto.building.card import ARXIV_ID, CITATION, hub_licenses
-from themisto.building.card_reading import BUILD_OPTIONS_KEY, parquet_path, read_build_options
+from themisto.building.card_reading import BUILD_OPTIONS_KEY, TASKS_KEY, parquet_path, read_build_options
 from themisto.building.publish import build_files, commit_operations
 from themisto.building.tables import config_features, config_splits
 from themisto.cli import main
@@ -67,11 +67,11 @@ def test_the_hub_parses_the_card_with_license_paper_features_and_split_sizes(bui
     assert data.pretty_name == "Themisto"
     assert data.task_categories == ["text-generation"]
     assert f"arxiv:{ARXIV_ID}" in data.tags and "jupyter" in data.tags
-    # the Hub's own keys, and one of Themisto's that the card explains
+    # the Hub's own keys, and two of Themisto's that the card explains
     # tags: a key of every card (CardData), not a parameter of the dataset card class
     standard = set(inspect.signature(DatasetCardData.__init__).parameters) | {"configs", "dataset_info", "tags"}
-    assert set(data.to_dict()) - standard == {BUILD_OPTIONS_KEY}
-    assert f"`{BUILD_OPTIONS_KEY}`" in card.text
+    assert set(data.to_dict()) - standard == {BUILD_OPTIONS_KEY, TASKS_KEY}
+    assert f"`{BUILD_OPTIONS_KEY}`" in card.text and f"`{TASKS_KEY}`" in card.text
     assert "apache-2.0 covers this build" in card.text and "Zenodo 14861889" in card.text
     assert [config["config_name"] for config in data.configs] == list(CONFIG_NAMES)
     infos = DatasetInfosDict.from_dataset_card_data(data)
@@ -140,7 +140,7 @@ def test_the_license_list_is_the_hubs_published_one_shipped_as_data() -> None:
 def test_the_card_says_what_its_sessions_are_and_how_to_evaluate(tmp_path: Path) -> None:
     assert main(["build", str(REPOSITORY / "data" / "trajectories"), "-o", str(tmp_path / "bundled")]) == 0
     text = DatasetCard.load(tmp_path / "bundled" / "README.md").text
-    assert "simulated sessions, not logs of real people" in text and "data/make_logs.py" in text
+    assert "simulated sessions, not logs of real people" in text and "tools/corpus/make_logs.py" in text
     trajectories = sorted((REPOSITORY / "data" / "trajectories").glob("*.jsonl"))
     sessions = {
         json.loads(path.with_name(path.stem + ".provenance.json").read_text())["source"]["name"]

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from dataset_fixture import task_rows
-from lm_eval.utils import sanitize_model_name
 from repository import REPOSITORY
 
 from themisto.cli import main as themisto_main
@@ -101,7 +100,7 @@ def test_a_trainer_evaluates_the_model_object_it_holds(data_dir: Path, tiny_mode
     assert len(results["samples"]["themisto_next_cell_runtime"]) == 2
     written, samples = read_run(tmp_path)
     # named after the checkpoint it was loaded from, so two checkpoints' runs do not share a folder
-    assert [path.name for path in tmp_path.iterdir()] == [sanitize_model_name(str(tiny_model))]
+    assert [path.name for path in tmp_path.iterdir()] == [tiny_model.name]
     assert written["results"]["themisto_next_cell_runtime"] == results["results"]["themisto_next_cell_runtime"]
     first_two = [row["example_id"] for row in task_rows(data_dir, "next_cell_prediction_runtime")][:2]
     assert [record["doc"]["example_id"] for record in samples["themisto_next_cell_runtime"]] == first_two
@@ -110,7 +109,7 @@ def test_a_trainer_evaluates_the_model_object_it_holds(data_dir: Path, tiny_mode
 def test_eval_runs_a_transformers_model_on_the_cpu_into_runs_by_default(
     data_dir: Path, tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No --device on a machine without CUDA (lm-eval alone would pick cuda), no -o: ./runs/<model path>/."""
+    """No --device on a machine without CUDA (lm-eval alone would pick cuda), no -o: ./runs/<model folder>/."""
     import torch
 
     assert not torch.cuda.is_available()  # what this test is about; a GPU machine would hide the default
@@ -118,7 +117,7 @@ def test_eval_runs_a_transformers_model_on_the_cpu_into_runs_by_default(
     args = ["eval", "--model", "hf", "--model-args", f"pretrained={tiny_model}", "--tasks", "themisto_output"]
     assert themisto_main([*args, "--data", str(data_dir), "--limit", "2", "--gen-kwargs", "max_gen_toks=4"]) == 0
     results, samples = read_run(tmp_path / "runs")
-    assert (tmp_path / "runs" / sanitize_model_name(str(tiny_model))).is_dir()
+    assert (tmp_path / "runs" / tiny_model.name).is_dir()
     assert results["config"]["device"] == "cpu"
     assert results["configs"]["themisto_output"]["generation_kwargs"]["max_gen_toks"] == 4
     assert len(samples["themisto_output"]) == 2

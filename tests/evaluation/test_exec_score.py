@@ -4,6 +4,7 @@ logs in lm-eval's format holding chosen predictions, and ``exec_score`` replayin
 from __future__ import annotations
 
 import json
+import re
 import time
 from functools import partial
 from pathlib import Path
@@ -292,7 +293,12 @@ def test_cli_scores_a_real_lm_eval_run_with_trajectories_from_the_build(
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+    recorded: Path,
+    data_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    arguments: list[str],
+    message: str,
 ) -> None:
     run_dir, empty, other = tmp_path / "run", tmp_path / "empty", tmp_path / "other"
     empty.mkdir()
@@ -301,7 +307,11 @@ def test_bad_input_is_one_line_and_exit_2(
     write_next_cell_logs(run_dir, read_trajectory(recorded), {("m", NEXT_CELL_TASK): {1: "pass"}})
     cardonly = tmp_path / "cardonly"
     cardonly.mkdir()
-    (cardonly / "README.md").write_text("---\nconfigs: []\n---\n")
+    # a Themisto card whose configs block lists no trajectories config
+    card = (data_dir / "README.md").read_text(encoding="utf-8")
+    without = re.sub(r"^- config_name: trajectories\n(?:  .*\n)+", "", card, count=1, flags=re.MULTILINE)
+    assert without != card
+    (cardonly / "README.md").write_text(without, encoding="utf-8")
     paths = {"missing": tmp_path / "nope", "empty": empty, "run": run_dir, "other": other, "recorded": recorded}
     paths["cardonly"] = cardonly
     assert main([argument.format(**paths) for argument in arguments]) == 2

@@ -168,13 +168,16 @@ def test_data_location_prefers_the_argument_then_the_environment(
     assert data_location("some-org/themisto") == "some-org/themisto"  # a Hub id is passed on
 
 
-def test_a_missing_or_unbuilt_dataset_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_missing_or_unbuilt_dataset_is_a_clear_error(data_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="dataset folder not found"):
         data_location(str(tmp_path / "nowhere" / "data"))
     with pytest.raises(InputError, match="no README.md dataset card"):
         data_location(str(tmp_path))
-    card = "---\nconfigs:\n- config_name: output_prediction\n  data_files: missing.parquet\n---\n"
-    (tmp_path / "README.md").write_text(card, encoding="utf-8")
+    (tmp_path / "README.md").write_text("---\nconfigs: []\n---\n", encoding="utf-8")
+    with pytest.raises(InputError, match="not a Themisto build"):
+        data_location(str(tmp_path))
+    # the fixture's card, its Parquet files absent
+    (tmp_path / "README.md").write_text((data_dir / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
     with pytest.raises(InputError, match="cannot load config 'output_prediction'") as error:
         load_task_dataset("output_prediction", str(tmp_path))
     assert "\n" not in str(error.value) and len(str(error.value)) < len(str(tmp_path)) + 400

@@ -157,7 +157,10 @@ def test_existing_trajectory_is_kept_without_resume_or_overwrite(
     existing = tmp_path / "out" / "nb.jsonl"
     existing.write_text("precious\n")
     assert main(["record", str(source), "-o", str(tmp_path / "out")]) == 2
-    assert existing.read_text() == "precious\n" and "--resume" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert existing.read_text() == "precious\n" and "--resume" in captured.err
+    # said once: no "failed:" line before the error line that says the same
+    assert (captured.out + captured.err).count("--resume") == 1, captured
     _notebook(source, ["'changed'"])
     existing.write_text(json.dumps({"bad": 1}) + "\n")
     assert main(["record", str(source), "-o", str(tmp_path / "out"), "--overwrite"]) == 0

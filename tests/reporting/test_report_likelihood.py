@@ -286,16 +286,18 @@ def test_plot_leads_with_paired_bits_per_byte_marked_with_p(tmp_path: Path) -> N
     report = build_report([tmp_path], resamples=RESAMPLES)
     figure = report_figure(report)
     title = figure.texts[0].get_text() if figure._suptitle is None else figure._suptitle.get_text()  # type: ignore[attr-defined]
-    assert title == f"Themisto · split test · n = 120 examples per task · build {BUILD}"
-    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert title == f"Themisto · split test · build {BUILD}"  # each bar says its n
+    panels = [ax for ax in figure.axes if ax.get_visible() and ax.get_title()]  # not the legend's cell
     titles = [ax.get_title() for ax in panels]
     assert titles[0] == "Δ bits/byte: runtime − plain, runtime − placebo"
     assert titles[1] == "Δ exact_match_norm: runtime − plain, runtime − placebo"
     assert "exact_match (strict)" in titles and "exact_match_norm" in titles
     lead = panels[0]
     groups = [label.get_text() for label in lead.get_xticklabels()]
-    assert groups == ["next_cell\nvs plain", "next_cell\nvs placebo", "output\nvs plain", "output\nvs placebo"]
-    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert groups == ["output\nruntime − plain", "output\nruntime − placebo", "next cell\nruntime − plain",
+                      "next cell\nruntime − placebo"]  # fmt: skip
+    (legend_box,) = [ax.get_legend() for ax in figure.axes if ax.get_legend() is not None] or figure.legends
+    legend = [text.get_text() for text in legend_box.get_texts()]
     # The floors are lines, not bars; the empty baseline stays a bar.
     assert set(legend) == {
         "org/flat",
@@ -319,19 +321,19 @@ def test_plot_leads_with_paired_bits_per_byte_marked_with_p(tmp_path: Path) -> N
     }
     expected = [
         quoted[("org/helped", f"{family}_bpb", arm)].clustered_difference.estimate
-        for family in ("themisto_next_cell", "themisto_output")
+        for family in ("themisto_output", "themisto_next_cell")
         for arm in ("plain", "placebo")
     ]
     assert list(np.asarray(markers["org/helped"].get_ydata())) == pytest.approx(expected) and max(expected) < 0
     # Every bar of the paired panel carries its trajectory p; significant ones a star.
-    marks = [text.get_text() for text in lead.texts]
-    assert len(marks) == 8
+    marks = [text.get_text() for text in lead.texts if text.get_text().startswith("p=")]
+    assert len(marks) == 8 and sum(text.get_text() == "n=120" for text in lead.texts) == 8
     helped_p = [
         quoted[("org/helped", f"{f}_bpb", arm)].clustered_p_value for f in FAMILIES for arm in ("plain", "placebo")
     ]
     assert all(p < 0.05 for p in helped_p)
     assert sum(mark.endswith("*") for mark in marks) >= 4
-    assert all((text.get_fontweight() == "bold") == text.get_text().endswith("*") for text in lead.texts)
+    assert all((text.get_fontweight() == "bold") == text.get_text().endswith("*") for text in lead.texts)  # n: normal
     assert "p=1" in marks  # the flat model's placebo difference is exactly 0
     # The majority floor sits at the majority baseline's score over each generative task of the strict panel.
     strict = panels[titles.index("exact_match (strict)")]

@@ -17,13 +17,25 @@ import datasets
 import pyarrow.parquet as pq
 from datasets.info import DatasetInfosDict
 
-from themisto.building.card_reading import BUILD_OPTIONS_KEY
+from themisto.building.card_reading import BUILD_OPTIONS_KEY, TASKS_KEY
 from themisto.building.selection import Selection
 from themisto.building.summary import BuildSummary
 from themisto.building.tables import VALUE_TYPES, config_features, config_splits
 from themisto.exceptions import InputError
+from themisto.lm_eval_files import task_versions
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField
-from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, LM_EVAL_GROUP, LM_EVAL_TASKS, SPLITS
+from themisto.vocabulary import (
+    BPB_GROUP,
+    BPB_TASKS,
+    CONFIG_NAMES,
+    DEFAULT_CONFIG,
+    GROUP_TASKS,
+    LM_EVAL_GROUP,
+    OUTPUT_PREDICTION,
+    PLACEBO_TASKS,
+    RUNTIME_SUFFIX,
+    SPLITS,
+)
 
 ARXIV_ID = "2504.12365"  # the paper; an ``arxiv:`` tag makes the Hub link the dataset to it
 ZENODO_RECORD = "https://zenodo.org/records/14861889"
@@ -125,6 +137,7 @@ def card_metadata(summary: BuildSummary, license_id: str, folder: Path) -> str:
     )  # the license of data imported from the Zenodo record: the card's License section
     # the options of this build, so `read_build_options` can rebuild it byte for byte
     card_data[BUILD_OPTIONS_KEY] = {**asdict(summary.selection_options), **asdict(summary.render_options)}
+    card_data[TASKS_KEY] = task_versions()  # what every reader checks (card_reading.check_build)
     _dataset_infos(folder, summary.files).to_dataset_card_data(card_data)
     return f"---\n{card_data.to_yaml()}\n---\n"
 
@@ -186,7 +199,7 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         + (f" (rank quartile sizes Q1 / Q2+Q3 / Q4: {' / '.join(map(str, chosen.strata))})" if chosen.strata else "")
         for task, chosen in sel.tasks.items()
     )
-    files = ", ".join(f"`{name}`" for name in summary.trajectory_files)
+    files = _file_list(summary.trajectory_files)
     sample = (
         f"`paper`: 10 examples from the first target-length quartile, 180 from the second and third, "
         f"10 from the fourth (seed {opts.seed})"
@@ -261,8 +274,9 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         "license_id": license_id,
         "zenodo_record": ZENODO_RECORD,
         "options_key": BUILD_OPTIONS_KEY,
-        "tasks": ", ".join(f"`{task}` (`{config}`)" for task, config in LM_EVAL_TASKS.items()),
-        "group": LM_EVAL_GROUP,
+        "tasks": _task_list(),
+        "tasks_key": TASKS_KEY,
+        "instance": _instance(folder, summary.files, showcase),
     }
     # the prose is a file of its own, so it reads as the card does; $name fills in this build's facts
     template = resources.files("themisto.building").joinpath(CARD_TEMPLATE).read_text(encoding="utf-8")
@@ -337,6 +351,64 @@ reproducible.
 | split | stable | unstable | unknown | ceiling |
 | --- | ---: | ---: | ---: | ---: |
 {rows}"""
+
+
+def _file_list(names: list[str]) -> str:
+    """The trajectory files of a build, summarised: how many, and the first and last name."""
+    if len(names) <= 3:
+        return ", ".join(f"`{name}`" for name in names) or "no files"
+    ordered = sorted(names)
+    return f"{len(names)} JSONL files (`{ordered[0]}` to `{ordered[-1]}`)"
+
+
+def _task_list() -> str:
+    """The lm-eval tasks by group, as the task folder groups them, each with the config it reads."""
+
+    def names(tasks: dict[str, str]) -> str:
+        return ", ".join(f"`{task}` (`{config}`)" for task, config in tasks.items())
+
+    return (
+        f"- group `{LM_EVAL_GROUP}`, generated answers scored by exact match, ROUGE-L and chrF:"
+        f" {names(GROUP_TASKS)};\n"
+        f"- the placebo arms of the same, in no group (name them): {names(PLACEBO_TASKS)};\n"
+        f"- group `{BPB_GROUP}`, bits per byte of the target under each prompt: {names(BPB_TASKS)}."
+    )
+
+
+# The fields a data-instance example leaves out or cuts: the prompt repeats the history and the block.
+_INSTANCE_HISTORY = 2  # history cells shown
+_INSTANCE_CHARS = 160  # characters of a long text field shown
+
+
+def _instance(folder: Path, files: dict[str, dict[str, str]], showcase: dict[str, Any] | None) -> str:
+    """One row of ``output_prediction_runtime`` (the showcased example), long fields cut, as JSON."""
+    if showcase is None:
+        return "This build has no example to show."
+    config = OUTPUT_PREDICTION + RUNTIME_SUFFIX
+    table = pq.read_table(folder / files[config]["test"], filters=[("example_id", "=", showcase["example_id"])])
+    row = table.slice(0, 1).to_pylist()[0]
+    shown: dict[str, Any] = {}
+    for name, value in row.items():
+        if name == "history":
+            earlier = len(value) - _INSTANCE_HISTORY
+            value = ([f"... {earlier} earlier cells"] if earlier > 0 else []) + value[-_INSTANCE_HISTORY:]
+        elif name == "runtime":
+            value = [{**variable, "repr": _cut(variable["repr"])} for variable in value[:2]]
+            value += [f"... {len(row['runtime']) - 2} more variables"] if len(row["runtime"]) > 2 else []
+        elif isinstance(value, str):
+            value = _cut(value)
+        shown[name] = value
+    text = json.dumps(shown, indent=2, ensure_ascii=False, default=str)
+    return (
+        f"A row of `{config}` (`test`), long strings cut to {_INSTANCE_CHARS} characters (`...`), the history"
+        f" to its last {_INSTANCE_HISTORY} cells and the runtime to its first two variables:\n\n"
+        f"```json\n{text}\n```"
+    )
+
+
+def _cut(text: str) -> str:
+    """``text`` up to :data:`_INSTANCE_CHARS` characters, marked where cut."""
+    return text if len(text) <= _INSTANCE_CHARS else text[:_INSTANCE_CHARS] + "..."
 
 
 def _showcase(row: dict[str, Any] | None) -> str:

@@ -15,8 +15,10 @@ from typing import Any
 from themisto.building.prompts import RenderOptions
 from themisto.building.selection import SelectionOptions
 from themisto.exceptions import InputError, short_message
+from themisto.lm_eval_files import task_versions
 
 BUILD_OPTIONS_KEY = "themisto_build"  # card YAML key holding the options of the build
+TASKS_KEY = "themisto_tasks"  # card YAML key holding the version of every lm-eval task the build was made for
 # build options renamed since cards were first written: old name -> new name
 _RENAMED_OPTIONS = {"max_repr_chars": "prompt_repr_chars"}
 # The metadata block of a card: a first line ``---``, then YAML up to the next ``---`` line.
@@ -47,6 +49,60 @@ def read_card_metadata(folder: str | Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise InputError(f"{card}: the dataset card's YAML block is not a mapping")
     return meta
+
+
+def rebuild_hint(folder: str | Path) -> str:
+    """The command that makes ``folder`` a build of this Themisto again."""
+    return f"rebuild it: themisto build TRAJECTORY_DIR -o {folder}"
+
+
+def check_build(folder: str | Path) -> None:
+    """Refuse a build made for other task versions or with another schema than this Themisto's.
+
+    Every command and function that reads a build calls this (through
+    :func:`themisto.evaluation.data.find_data`): a build from before a prompt or scoring change
+    (the task YAMLs' ``metadata: version``) would be scored silently under the new version's name.
+    One line, naming the rebuild command.
+    """
+    card = Path(folder) / "README.md"
+    meta = read_card_metadata(folder)
+    if BUILD_OPTIONS_KEY not in meta:
+        raise InputError(f"{card}: not a Themisto build (the dataset card has no {BUILD_OPTIONS_KEY} block)")
+    built, current = meta.get(TASKS_KEY), task_versions()
+    if not isinstance(built, dict):
+        versions = ", ".join(sorted(set(current.values())))
+        raise InputError(
+            f"{folder}: built by an older Themisto (its card records no task versions; these tasks are version"
+            f" {versions}): {rebuild_hint(folder)}"
+        )
+    changed = [task for task in current if str(built.get(task)) != current[task]]
+    if changed:
+        task = changed[0]
+        raise InputError(
+            f"{folder}: built for {task} version {built.get(task)}, this Themisto's is {current[task]}"
+            f"{f' (and {len(changed) - 1} more tasks)' if len(changed) > 1 else ''}: {rebuild_hint(folder)}"
+        )
+    _check_schema(folder, meta)
+
+
+def _check_schema(folder: str | Path, meta: dict[str, Any]) -> None:
+    """Refuse a build whose card lists other columns (names and types) for a config than this Themisto writes."""
+    from themisto.building.tables import config_features
+
+    try:
+        infos = {str(info["config_name"]): info["features"] for info in meta["dataset_info"]}
+    except (KeyError, TypeError):
+        raise InputError(f"{folder}: the dataset card lists no features: {rebuild_hint(folder)}") from None
+    for config, features in infos.items():
+        expected = config_features(config)._to_yaml_list()
+        if features != expected:
+            theirs = {str(entry.get("name")) for entry in features if isinstance(entry, dict)}
+            ours = {str(entry["name"]) for entry in expected}
+            differ = sorted(theirs ^ ours) or ["a column's type"]
+            raise InputError(
+                f"{folder}: config {config} has another schema than this Themisto's (differs in"
+                f" {', '.join(differ[:3])}): {rebuild_hint(folder)}"
+            )
 
 
 def read_build_options(folder: str | Path) -> tuple[SelectionOptions, RenderOptions, str]:

@@ -67,6 +67,12 @@ class EvalOptions:
         MISSING, "lm-eval model name: hf, vllm, local-chat-completions, themisto-empty, ...", metavar="MODEL"
     )
     model_args: str = option("", "lm-eval model arguments, e.g. pretrained=DIR,dtype=float16", metavar="ARGS")
+    name: str | None = option(
+        None,
+        "the name the run is filed and reported under",
+        metavar="NAME",
+        default_text="from the model arguments",
+    )
     tasks: str = option(
         LM_EVAL_GROUP,
         "comma-separated task or group names",
@@ -106,7 +112,7 @@ class EvalOptions:
 
 
 # The options before --data in the help, and after it.
-_BEFORE_DATA = ("model", "model_args", "tasks", "limit", "output")
+_BEFORE_DATA = ("model", "model_args", "name", "tasks", "limit", "output")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -149,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
 
     from themisto.cli.options import describe_data
     from themisto.evaluation.data import find_data
-    from themisto.evaluation.harness import model_class, no_empty_folder_on_failure
+    from themisto.evaluation.harness import check_model, no_empty_folder_on_failure
     from themisto.filesystem import prepare_output_folder
 
     options = EvalOptions(**declared_values(args, EvalOptions))
@@ -164,7 +170,9 @@ def run(args: argparse.Namespace) -> int:
         datasets.disable_progress_bars()  # one "Generating split" bar per task and split
     tasks = [name.strip() for name in options.tasks.split(",") if name.strip()]
     data = find_data(args.data)
-    model_class(options.model)  # an unknown name is one line, before the status line
+    check_model(
+        options.model, options.model_args, options.device
+    )  # bad model input is one line, before the status line
     output = Path(options.output)
     with no_empty_folder_on_failure(output):
         prepare_output_folder(output)
@@ -203,6 +211,7 @@ def _evaluate(options: EvalOptions, tasks: list[str], data: str) -> dict[str, An
                 device=options.device,
                 apply_chat_template=options.apply_chat_template,
                 gen_kwargs=options.gen_kwargs,
+                name=options.name,
             )
     except (ValueError, OSError) as exc:
         # lm-eval reports an unknown model name or bad model arguments as

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--plot",
         type=Path,
         help=(
-            "write a PNG: the paired differences (bits per byte, exact_match_norm) with 95%% CIs and p-values, "
+            "write the plot, as PNG, PDF or SVG by the file's suffix: the paired differences (bits per byte, exact_match_norm) with 95%% CIs and p-values, "
             "then each metric's means (strict exact_match included) with the floors and the ceiling as lines"
         ),
     )
@@ -51,10 +51,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Build the report, print it, and write the requested files."""
+    from themisto.filesystem import prepare_output_file
     from themisto.reporting.analysis import build_report
     from themisto.reporting.markdown import render_markdown
-    from themisto.reporting.plot import plot_report
+    from themisto.reporting.plot import check_plot_path, plot_report
 
+    for path in (args.output, args.plot):
+        if path is not None:
+            prepare_output_file(path)  # an unwritable file fails now, not after the bootstrap
+    if args.plot is not None:
+        check_plot_path(args.plot)
     report = build_report(args.run_dirs, **declared_values(args, Resampling))
     markdown = render_markdown(report)
     print(markdown, end="")

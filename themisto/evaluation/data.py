@@ -26,28 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themisto.exceptions import InputError, OptionError, short_message
+from themisto.lm_eval_files import bundled_path as bundled_path
+from themisto.lm_eval_files import tasks_path as tasks_path  # where callers find it, beside the build rule
 from themisto.vocabulary import DATA_ENV, DEFAULT_SPLIT, SPLITS
 
 if TYPE_CHECKING:
     import datasets
-
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
-
-
-def bundled_path(name: str) -> Path:
-    """A top-level resource folder (``lm_eval_tasks``, ``hf_dataset``) of this installation.
-
-    A wheel carries it inside the package (see setup.py); a source checkout or
-    an editable install keeps it at the repository root, next to the package.
-    """
-    inside = _PACKAGE_DIR / name
-    return inside if inside.is_dir() else _PACKAGE_DIR.parent / name
-
-
-def tasks_path() -> Path:
-    """The folder holding the Themisto lm-eval task YAMLs (pass it to ``--include_path``)."""
-    return bundled_path("lm_eval_tasks") / "themisto"
-
 
 # How a build was chosen, in the order find_data tries them.
 GIVEN = "given"
@@ -73,8 +57,9 @@ class DataLocation:
 def find_data(data: str | None = None, *, local: bool = False) -> DataLocation:
     """The build to read: ``data``, else ``$THEMISTO_DATA``, else ``./hf_dataset``, else the bundled build.
 
-    A folder must hold a readable dataset card (``README.md`` with a YAML block), so a
-    broken build fails here in one line rather than inside ``datasets``. ``local``: a Hub
+    A folder must hold a readable dataset card (``README.md`` with a YAML block) of a build made
+    for this Themisto's task versions and schema (:func:`~themisto.building.card_reading.check_build`),
+    so a broken or old build fails here in one line rather than being scored. ``local``: a Hub
     id is refused (for commands that read the files themselves).
     """
     if data:
@@ -90,9 +75,9 @@ def find_data(data: str | None = None, *, local: bool = False) -> DataLocation:
     if path.exists():
         if not (path / "README.md").is_file():
             raise InputError(f"{named}: not a built Themisto dataset (no README.md dataset card)")
-        from themisto.building.card_reading import read_card_metadata
+        from themisto.building.card_reading import check_build
 
-        read_card_metadata(path)
+        check_build(path)  # made for these tasks and this schema, or one line naming the rebuild
         return DataLocation(str(path.resolve()), source)
     if _looks_like_hub_id(chosen):
         if local:

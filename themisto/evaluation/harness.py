@@ -13,6 +13,7 @@ The data is found as :mod:`themisto.evaluation.data` says.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from themisto.evaluation.data import check_split, data_location, tasks_path
+from themisto.evaluation.model_args import check_model_args, short_model_name
 from themisto.exceptions import InputError, short_message
 from themisto.filesystem import prepare_output_folder
 from themisto.vocabulary import (
@@ -28,11 +30,13 @@ from themisto.vocabulary import (
     BASELINES,
     BPB_SUFFIX,
     BPB_TASKS,
+    COMPRESSION_BASELINE,
     DATA_KEY,
     DEFAULT_SPLIT,
     LM_EVAL_GROUP,
     LM_EVAL_TASKS,
     PLACEBO_SUFFIX,
+    RUN_KEY,
     SHARED_PREFIX_MODEL,
     SPLIT_KEY,
     TASK_PAIRS,
@@ -76,6 +80,7 @@ def evaluate(
     split: str = DEFAULT_SPLIT,
     tokenizer: Any = None,
     shared_prefix: bool = False,
+    name: str | None = None,
     **kwargs: Any,
 ) -> dict[str, Any] | None:
     """Evaluate ``model`` on Themisto tasks with ``lm_eval.simple_evaluate``; return its results.
@@ -88,9 +93,12 @@ def evaluate(
     back in the train or eval mode it was in. Samples are
     always logged; with ``output_path`` the results JSON and one
     ``samples_<task>_<date>.jsonl`` per task are written in lm-eval's own layout
-    (``output_path/<model name>/``, the name from ``pretrained=``/``model=``, else
-    the registered name, else the checkpoint path a model object was loaded from),
-    which ``themisto report`` reads. ``output_path`` is created and proved
+    (``output_path/<model name>/``, the name from ``gguf_file=``, ``pretrained=`` or ``model=``, else
+    the registered name, else the checkpoint folder a model object was loaded from),
+    which ``themisto report`` reads. ``name`` overrides the short name the run is filed and reported under
+    (:func:`~themisto.evaluation.model_args.short_model_name`: ``SmolLM2-135M`` for
+    ``pretrained=HuggingFaceTB/SmolLM2-135M``); the results JSON keeps the full model arguments.
+    ``output_path`` is created and proved
     writable before anything is evaluated. An ``hf`` model runs on the CPU when
     there is no CUDA device and neither ``device`` nor the model arguments name one.
     ``kwargs`` go to ``simple_evaluate`` (``batch_size``,
@@ -102,7 +110,7 @@ def evaluate(
     from lm_eval.loggers import EvaluationTracker
 
     if isinstance(model, str):
-        register_models(model)
+        check_model(model, model_args, kwargs.get("device"))
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     manager = task_manager(data, split)
     unknown = [name for name in tasks if name not in manager.all_tasks]
@@ -147,9 +155,12 @@ def evaluate(
         finally:
             if module is not None:
                 module.train(was_training)  # HFLM switched it to eval mode
-        if results is not None and tracker is not None:
-            _name_run(tracker, model, model_args)
-            _save(tracker, results)
+        if results is not None:
+            run_name = name or short_model_name(model, model_args)
+            results[RUN_KEY] = {"name": run_name, "model_args": _model_args_text(model, model_args)}
+            if tracker is not None:
+                _name_run(tracker, run_name)
+                _save(tracker, results)
     return cast("dict[str, Any] | None", results)  # lm-eval is untyped
 
 
@@ -203,6 +214,27 @@ def register_models(name: str) -> None:
 
     if name == SHARED_PREFIX_MODEL:
         import themisto.evaluation.shared_prefix  # noqa: F401
+
+
+def check_model(name: str, model_args: str | dict[str, Any] | None, device: str | None = None) -> type:
+    """The model class registered as ``name``, its arguments checked as far as they can be before it loads.
+
+    A ``device`` for a baseline is refused: it runs on no device, and ignoring the option would hide a
+    mistaken ``--model``.
+    """
+    cls = model_class(name)
+    if device is not None and name in (*BASELINES, COMPRESSION_BASELINE):
+        raise InputError(f"{name} is a baseline and runs on no device: leave out device={device}")
+    check_model_args(model_args, loads_weights=_loads_weights(cls))
+    return cls
+
+
+def _loads_weights(cls: type) -> bool:
+    """Whether lm-eval's model class loads ``pretrained=`` weights with transformers (hf, the shared-prefix
+    model, vLLM), rather than calling a server or being a baseline."""
+    return cls.__module__.startswith(
+        ("lm_eval.models.huggingface", "lm_eval.models.vllm", "themisto.evaluation.shared_prefix")
+    )
 
 
 def model_class(name: str) -> type:
@@ -269,6 +301,23 @@ def no_empty_folder_on_failure(folder: Path | None) -> Iterator[None]:
 
 
 @contextmanager
+def quiet_lm_eval() -> Iterator[None]:
+    """Hold back lm-eval's warnings while the body runs (its errors still show).
+
+    lm-eval warns at every evaluation about what Themisto does on purpose (a model object passed as
+    ``pretrained``: "Many other model arguments may be ignored"); in a training log, once per
+    evaluation, such lines bury the trainer's own.
+    """
+    logger = logging.getLogger("lm_eval")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@contextmanager
 def _quiet_git() -> Iterator[None]:
     """Let lm-eval record the git hash of the working directory without git printing to the terminal.
 
@@ -299,31 +348,22 @@ def _git_commit_hash() -> str | None:
     return done.stdout.strip()
 
 
-def _name_run(tracker: Any, model: str | LM | TrainableModel, model_args: str | dict[str, Any] | None) -> None:
-    """Name the results folder after the model when its arguments do not name it.
-
-    lm-eval takes the name from ``pretrained=``/``model=``-like arguments and
-    falls back to a random id, which would make baseline runs unrecognisable.
-    """
+def _name_run(tracker: Any, name: str) -> None:
+    """File the run under the model's short name (lm-eval would take ``pretrained=`` whole, or a random id)."""
     from lm_eval.utils import sanitize_model_name
 
     config = tracker.general_config_tracker
-    if config._get_model_name(model_args) is None:
-        config.model_name = _model_label(model)
-        config.model_name_sanitized = sanitize_model_name(config.model_name)
+    config.model_name = name
+    config.model_name_sanitized = sanitize_model_name(name)
 
 
-def _model_label(model: str | LM | TrainableModel) -> str:
-    """A model's name (a registered name, an API model's ``model``) or checkpoint path, else its class name."""
-    if isinstance(model, str):
-        return model
-    # an HFLM holds the transformers model as .model, an API model its name; a transformers model
-    # knows the folder or Hub id it was loaded from (name_or_path), so two checkpoints get two folders
-    inner = getattr(model, "model", None)
-    if isinstance(inner, str) and inner:
-        return inner
-    path = getattr(inner if inner is not None else model, "name_or_path", None)
-    return str(path) if path else type(model).__name__
+def _model_args_text(model: str | LM | TrainableModel, model_args: str | dict[str, Any] | None) -> str:
+    """The model's full arguments as given, for the run's metadata; a model object's checkpoint path."""
+    if model_args:
+        return model_args if isinstance(model_args, str) else ",".join(f"{k}={v}" for k, v in model_args.items())
+    inner = getattr(model, "model", model)
+    path = getattr(inner, "name_or_path", None)
+    return f"pretrained={path}" if path else ""
 
 
 def _save(tracker: Any, results: dict[str, Any]) -> None:

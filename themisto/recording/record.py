@@ -319,7 +319,7 @@ def record_source(
     is written by one worker only). ``shard=(index, count)`` keeps only the
     trajectories of the 0-based shard ``index`` of ``count`` (see
     :func:`~themisto.run_options.shard_of`). ``progress(path, new_steps)`` is called after each
-    trajectory, ``failed(trajectory_id, error)`` after each that failed; a
+    trajectory, ``failed(trajectory_id, error)`` after each that failed (with more than one to record); a
     failure does not stop the others, and is raised once all have finished
     (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`. ``steps``
     follows the steps recorded across the whole corpus (see :class:`~themisto.progress.ProgressCounter`).
@@ -360,7 +360,7 @@ def record_source(
                     path, new_steps = future.result()
                 except Exception as exc:
                     errors.append(exc)
-                    if failed is not None:
+                    if failed is not None and len(sources) > 1:  # a lone trajectory's error is raised as itself
                         failed(trajectory_id, exc)
                     continue
                 written[trajectory_id] = path

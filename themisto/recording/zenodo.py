@@ -410,6 +410,8 @@ def _data_files(path: Path, name: str | None = None, budget: _Budget | None = No
     """
     name = name or path.name
     budget = budget or _Budget()
+    if not path.exists():  # before the suffix decides how to open it: a missing .zip is missing, not broken
+        raise SourceError(f"no such file or folder: {path}")
     if path.is_dir():
         for child in sorted(p for p in path.rglob("*") if p.is_file()):
             if child.suffix.lower() in (*DATA_SUFFIXES, ".zip"):
@@ -434,12 +436,10 @@ def _data_files(path: Path, name: str | None = None, budget: _Budget | None = No
                     yield info.filename, budget.take(what, data)
         except zipfile.BadZipFile:
             raise SourceError(f"{name}: not a valid zip archive") from None
-    elif path.is_file():
+    else:
         limit = budget.limit(name, path.stat().st_size)
         with path.open("rb") as handle:
             yield name, budget.take(name, handle.read(limit + 1))
-    else:
-        raise SourceError(f"no such file or folder: {path}")
 
 
 def download(source: str) -> list[tuple[Path, str]]:

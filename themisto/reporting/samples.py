@@ -36,7 +36,7 @@ from typing import Any
 
 from themisto.exceptions import InputError
 from themisto.jsonl import iter_json_objects
-from themisto.lm_eval_files import SampleLogFile, find_sample_log_files, newest_sample_logs
+from themisto.lm_eval_files import SampleLogFile, find_sample_log_files, newest_sample_logs, task_versions
 from themisto.vocabulary import (
     BPB_METRIC,
     BPB_SUFFIX,
@@ -47,6 +47,7 @@ from themisto.vocabulary import (
     EXEC_METRICS,
     EXEC_SAMPLES_PREFIX,
     PLACEBO_SUFFIX,
+    RUN_KEY,
     RUNTIME_ONLY_COLUMN,
     RUNTIME_SUFFIX,
     SPLIT_KEY,
@@ -156,11 +157,28 @@ def _run_info(folder: Path, stamp: str) -> tuple[str, dict[str, Any]]:
     config = content["config"]
     configs = content.get("configs")
     configs = configs if isinstance(configs, dict) else {}
+    _check_task_versions(results, configs)
+    run = content.get(RUN_KEY)
+    if isinstance(run, dict) and isinstance(run.get("name"), str) and run["name"]:
+        return run["name"], configs  # the short name themisto eval filed the run under
     name = content.get("model_name")
     if isinstance(name, str) and name and name in str(config.get("model_args") or ""):
         return name, configs
     model = config.get("model")
     return (model if isinstance(model, str) and model else folder.name), configs
+
+
+def _check_task_versions(results: Path, configs: dict[str, Any]) -> None:
+    """Refuse a run scored under another version of a task than this Themisto's (older prompts or scoring)."""
+    current = task_versions()
+    for task, config in configs.items():
+        metadata = config.get("metadata") if isinstance(config, dict) else None
+        logged = metadata.get("version") if isinstance(metadata, dict) else None
+        if task in current and logged is not None and str(logged) != current[task]:
+            raise InputError(
+                f"{results}: {task} was scored as version {logged}, this Themisto's is {current[task]}:"
+                f" evaluate again (themisto eval) on a build of this version"
+            )
 
 
 def _split_and_build(configs: dict[str, Any], task: str) -> tuple[str | None, str | None]:
