@@ -160,6 +160,15 @@ def test_descriptions_of_pandas_and_numpy_objects() -> None:
         assert snapshot.structure(plain) is None
 
 
+def test_an_index_that_does_not_increase_reads_as_its_ends_not_a_range() -> None:
+    shuffled = pd.DataFrame({"v": [1, 2, 3]}, index=pd.Index([2, 0, 1]))
+    assert snapshot.structure(shuffled).endswith("index: Index (int64) first 2, last 1, not sorted")
+    assert snapshot.structure(shuffled.sort_index()).endswith("index: Index (int64) 0 to 2")
+    assert snapshot.structure(shuffled.head(1)).endswith("index: Index (int64) 2")
+    mixed = pd.DataFrame({"v": [1, 2]}, index=pd.Index([1, "a"], dtype=object))  # labels that do not compare
+    assert snapshot.structure(mixed).endswith("index: Index (object) first 1, last 'a', not sorted")
+
+
 def test_a_frame_wider_than_the_cap_lists_the_cap_and_counts_the_rest() -> None:
     width = snapshot.DESCRIBED_COLUMNS + 50
     frame = pd.DataFrame(np.zeros((2, width)), columns=[f"c{i}" for i in range(width)])

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from themisto.cli import main
+from themisto.recording.fidelity import excerpts
 from themisto.recording.instability import instability_causes
 from themisto.recording.kernel import Recorder
 from themisto.recording.options import RecordOptions
-from themisto.recording.stability import excerpts
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory
 
 OPTIONS = RecordOptions(timeout=20)

@@ -22,6 +22,7 @@ from themisto.building.selection import Selection
 from themisto.building.summary import BuildSummary
 from themisto.building.tables import VALUE_TYPES, config_features, config_splits
 from themisto.exceptions import InputError
+from themisto.recording.fidelity import FIDELITY_NORMALISATIONS, Fidelity
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField
 from themisto.vocabulary import CONFIG_NAMES, DEFAULT_CONFIG, LM_EVAL_GROUP, LM_EVAL_TASKS, SPLITS
 
@@ -159,6 +160,33 @@ def _samples(sample: str, samples: str) -> str:
     return "; each task is drawn on its own, by its own target's length (`--samples shared` draws one for both)"
 
 
+def _fidelity(found: Fidelity) -> str:
+    """The card's sentence on how far the recording reproduces the outputs its sources stored."""
+    unknown = f"{found.unknown} steps have no stored output to compare (unknown, counted neither way)"
+    if not found.steps:
+        return f"Replay fidelity: none of the steps has a stored output of its source to compare; {unknown}."
+    normalised = ", ".join(name for name, _ in FIDELITY_NORMALISATIONS)
+    return (
+        f"Replay fidelity: of the {found.steps} steps whose source stored an output, {found.exact} reproduce it"
+        f" exactly and {found.norm} after normalisation ({normalised}); {unknown}."
+    )
+
+
+def _invented_errors(count: int, kept: bool) -> str:
+    """The card's clause on the errors a replay raised where the source's stored output shows none."""
+    if not count:
+        return ""
+    return (
+        f"; {count} of them are errors the replay raised where the source's stored output shows none (an error"
+        " of the replay, not of the author's session), "
+        + (
+            "kept too (`--include-invented-errors`)"
+            if kept
+            else "never targets (`--include-invented-errors` keeps them)"
+        )
+    )
+
+
 def _descriptions(described: bool) -> str:
     """The card's sentence on the variables' structured descriptions."""
     if not described:
@@ -194,6 +222,7 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         else "`all`: the `test` split holds every eligible example"
     )
     errors_rule = "kept (`--include-errors`); `target_is_error` marks them" if opts.include_errors else "dropped"
+    errors_rule += _invented_errors(sel.invented_errors, opts.include_errors and opts.include_invented_errors)
     images_rule = (
         "kept (`--include-images`)"
         if opts.include_images
@@ -203,7 +232,8 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
             if opts.figure_text_as_image
             else ""
         )
-        + "); they stay in next cell prediction"
+        + f"; so are the {sel.plot_objects} outputs that show an image beside the plot objects drawn, such as"
+        " `<Axes: ...>` or a seaborn `FacetGrid`); they stay in next cell prediction"
     )
     if not opts.include_timing:
         images_rule += "; so are the outputs of cells that measure time and print a duration (`--include-timing`)"
@@ -234,6 +264,7 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         "trajectories": sel.trajectories,
         "steps": sel.steps,
         "errors": sel.errors,
+        "fidelity": _fidelity(sel.fidelity),
         "files": files,
         "history_budget": _history_budget(opts.max_context_chars),
         "masking": _masking(opts.mask_machine_text),
