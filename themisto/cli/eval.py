@@ -51,7 +51,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"comma-separated task or group names (default: the group {LM_EVAL_GROUP}, all four tasks)",
     )
     parser.add_argument(
-        "--limit", type=_limit, default=None, metavar="N", help="at most N examples per task (a fraction if < 1)"
+        "--limit",
+        type=_limit,
+        default=None,
+        metavar="N",
+        help=(
+            "N examples per task (a fraction if < 1): a seeded sample spread over the trajectories in proportion"
+            " to their rows, the same rows in every arm (not lm-eval's first N)"
+        ),
     )
     parser.add_argument(
         "-o", "--output", default=DEFAULT_RUN_DIR, metavar="RUN_DIR",
