@@ -93,6 +93,10 @@ OUTPUT_KINDS = ("none", "scalar", "collection", "table", "text", "error", "image
 STEP_KINDS = ("first_run", "rerun_unchanged", "rerun_edited", "after_restart")
 # The code of the history cell that marks a kernel restart (its output is empty).
 RESTART_MARKER = "# --- kernel restarted ---"
+# What separates a prompt from its answer: a prompt ends at its last visible character and the answer (the
+# target a likelihood task scores, the text a model generates) starts with this line break, so every scorer
+# splits context and continuation at the same place and the target's own leading whitespace stays with it.
+TARGET_DELIMITER = "\n"
 
 # The causes of instability ``themisto stability`` names, in the order a step's ``instability`` lists them.
 INSTABILITY_CAUSES = (

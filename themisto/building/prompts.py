@@ -6,7 +6,9 @@
     without runtime = head + question
 
 so the two differ exactly by the runtime block, which is also returned on its
-own (the dataset's ``runtime_text``). The block is never empty: a session with
+own (the dataset's ``runtime_text``). A prompt ends at its question's last visible character: the line
+break before the answer is :data:`~themisto.vocabulary.TARGET_DELIMITER`, which the tasks put before the
+target, so no whitespace of the prompt merges with the target's own in a token. The block is never empty: a session with
 no variables says so, so the runtime condition always visibly carries the
 snapshot. Its header gives the number of variables, the kernel's memory and the
 execution time of the previous cell (the paper's runtime fields: execution
@@ -150,6 +152,7 @@ def render_pairs(examples: Sequence[Example], options: RenderOptions) -> list[Pr
         question = _QUESTIONS[example.task]
         if example.task == OUTPUT_PREDICTION:
             question += fence(example.code, "python")
+        question = question.rstrip()  # the line break before the answer is the task's TARGET_DELIMITER
         block = None
         if options.runtime_format != "referenced":
             shared = shared or _runtime_block(first, options, reads=frozenset())
