@@ -23,7 +23,8 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
-BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-state-lookup themisto-majority themisto-heuristic
+BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-state-lookup themisto-majority themisto-heuristic \
+	themisto-similar-cell themisto-shape-majority
 
 # The generative tasks the baselines run: the group (plain and runtime) and the placebo arms.
 BASELINE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo

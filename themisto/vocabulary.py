@@ -72,6 +72,9 @@ REPR_ECHO_BASELINE = "themisto-repr-echo"
 STATE_LOOKUP_BASELINE = "themisto-state-lookup"
 MAJORITY_BASELINE = "themisto-majority"
 HEURISTIC_BASELINE = "themisto-heuristic"
+# The floors that need no re-run: notebooks people publish run every cell once.
+SIMILAR_CELL_BASELINE = "themisto-similar-cell"
+SHAPE_MAJORITY_BASELINE = "themisto-shape-majority"
 BASELINES = (
     EMPTY_BASELINE,
     REPEAT_LAST_BASELINE,
@@ -79,6 +82,8 @@ BASELINES = (
     STATE_LOOKUP_BASELINE,
     MAJORITY_BASELINE,
     HEURISTIC_BASELINE,
+    SIMILAR_CELL_BASELINE,
+    SHAPE_MAJORITY_BASELINE,
 )
 # The likelihood control: a compressor's conditional code length of the target as its log-likelihood
 # (loglikelihood requests only, so it runs on the themisto_bpb tasks).

@@ -16,6 +16,7 @@ its variables last changed. The rules are those of ``docs/protocol.md``
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,6 +215,33 @@ class StepContext:
         )
 
 
+# The import name of a library whose distribution (as the provenance names it) is called otherwise.
+_IMPORT_NAMES = {"scikit-learn": "sklearn"}
+# ``import a.b as c, d`` and ``from a.b import c``, anywhere a line starts (magics and shell lines never match)
+_IMPORT_LINE = re.compile(
+    r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?"
+    r"(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?)*))",
+    re.MULTILINE,
+)
+
+
+def imported_modules(code: str) -> set[str]:
+    """The top-level modules ``code`` imports (``import numpy as np``, ``from sklearn.x import y``: numpy, sklearn)."""
+    found = set()
+    for source, names in _IMPORT_LINE.findall(code):
+        found.update([source] if source else [name.split()[0].split(".")[0] for name in names.split(",")])
+    return found
+
+
+def imported_environment(environment: tuple[tuple[str, str], ...], imported: set[str]) -> tuple[tuple[str, str], ...]:
+    """The kernel's Python and those of its recorded libraries that the session's cells have imported."""
+    return tuple(
+        (name, version)
+        for name, version in environment
+        if name == "python" or _IMPORT_NAMES.get(name, name) in imported
+    )
+
+
 def kernel_environment(path: Path) -> tuple[tuple[str, str], ...]:
     """The kernel's Python and libraries' versions from a trajectory's provenance: ``(("python", "3.12.3"),
     ("numpy", "2.4.0"), ...)``; () when the trajectory has no provenance or it names no versions."""
@@ -238,6 +266,7 @@ def iter_contexts(
 
     for path in paths:
         environment = kernel_environment(path)
+        imported: set[str] = set()  # what the live kernel's cells have imported: the libraries the line names
         window = HistoryWindow(max_context_chars)
         changes = VariableChanges()
         kinds = StepKinds()
@@ -247,12 +276,15 @@ def iter_contexts(
             if step.restarted:
                 before = None
                 changes.clear()
+                imported.clear()
                 if started:
                     window.append(RESTART_CELL)
             runtime_changed = changes.steps(before.runtime) if before else []
             output = mask(step.output) if mask_machine_text else step.output
             kind = kinds.classify(step)
-            yield StepContext(step, window.cells, window.dropped, before, kind, runtime_changed, environment, output)
+            named = imported_environment(environment, imported)
+            yield StepContext(step, window.cells, window.dropped, before, kind, runtime_changed, named, output)
+            imported.update(imported_modules(step.code))
             window.append(HistoryCell(step.code, output))
             changes.update(step)
             before, started = step, True

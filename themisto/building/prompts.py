@@ -42,9 +42,10 @@ first, their descriptions whole; when even they do not fit, their reprs are cut 
 :data:`MIN_REPR_CHARS`, then, for a variable that has a description, to nothing) until they do.
 ``descriptions=False`` renders the block without descriptions (type, size, shape/len and repr alone, for
 ablations). Importance (:func:`rank_variables`): first the variables the target cell's code refers to
-(output prediction; for next-cell prediction the code is unknown), then the most recently changed ones (by the
-step at which their description last changed), ties by snapshot order; never by
-name alone. The kept variables are listed in snapshot order.
+(output prediction; for next-cell prediction the code is unknown), then data (frames, arrays, containers,
+scalars, other objects) before code (functions, methods, classes, modules: :func:`is_code_object`), each
+the most recently changed first (by the step at which their description last changed), ties by snapshot
+order; never by name alone. The kept variables are listed in snapshot order.
 
 :func:`shown_variables` reads a block back: the variables it shows, as a model
 sees them.
@@ -74,6 +75,10 @@ PROMPT_REPR_TRUNCATION_MARK = "…[truncated]"
 MIN_REPR_CHARS = 40
 # Room for what closes a block that leaves variables out: the count line, JSON's brackets and count.
 _CLOSING_CHARS = 48
+# The types of variables that hold code: shown after the data in a block that cannot show everything.
+CODE_TYPES = frozenset(
+    {"function", "builtin_function_or_method", "method", "type", "module", "functools.partial", "classmethod"}
+)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # IPython lines that are not Python: magics (%, %%), shell escapes (!) and help (?name)
 _IPYTHON_LINE = re.compile(r"^\s*(%|!|\?)")
@@ -346,13 +351,24 @@ def _render_runtime(
 
 
 def rank_variables(variables: list[Variable], reads: Collection[str], changed: Sequence[int] | None) -> list[int]:
-    """The indices of ``variables``, most important first: those in ``reads``, then the most recently changed.
+    """The indices of ``variables``, most important first: those in ``reads``, then data before code
+    (:func:`is_code_object`), each the most recently changed first.
 
     ``changed`` gives, per variable, the step at which it last changed (None: no
     recency known); ties keep snapshot order.
     """
     recency = changed if changed is not None else [0] * len(variables)
-    return sorted(range(len(variables)), key=lambda i: (variables[i].name not in reads, -recency[i], i))
+    return sorted(
+        range(len(variables)),
+        key=lambda i: (variables[i].name not in reads, is_code_object(variables[i]), -recency[i], i),
+    )
+
+
+def is_code_object(variable: Variable) -> bool:
+    """Whether a variable holds code rather than data: a function, method, class or module, whose entry
+    (``<function f at 0x?>``) says nothing the cell's code does not; frames, arrays, containers, scalars and
+    other objects are data."""
+    return variable.type in CODE_TYPES or variable.type.endswith("Meta")
 
 
 def _fitting(
