@@ -6,7 +6,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from dataset_fixture import task_rows
 
+from themisto.building.parquet import build_dataset
+from themisto.building.selection import SelectionOptions
 from themisto.cli import main
 from themisto.exceptions import SourceError
 from themisto.recording.fidelity import fidelity
@@ -123,3 +126,29 @@ def test_a_recorded_notebook_reports_fidelity_to_its_stored_outputs(tmp_path: Pa
     in_file_order = read_trajectory(tmp_path / "file" / "nb.jsonl")
     assert in_file_order[1].error is not None and in_file_order[1].error["ename"] == "NameError"
     assert isinstance(read_notebook(path).actions[0], Execute)
+
+
+def test_a_build_says_the_history_was_re_recorded_and_can_show_the_notebooks_own_outputs(tmp_path: Path) -> None:
+
+    cells = [("x = 41", 1, ""), ("print(x + 1)", 2, "42\n"), ("print(sys.version_info[0])", 4, "2\n"), ("x", 5, "41")]
+    cells.insert(2, ("import sys", 3, ""))
+    path = notebook(tmp_path / "old.ipynb", cells)
+    book = nbformat.read(path, as_version=4)
+    book.metadata["language_info"] = {"name": "python", "version": "3.5.1"}
+    nbformat.write(book, path)
+    assert main(["record", str(path), "-o", str(tmp_path / "out"), "-q"]) == 0
+    options = {"sample": "all", "quantile": 1.0}
+    build_dataset([tmp_path / "out" / "old.jsonl"], tmp_path / "replayed", SelectionOptions(**options))
+    build_dataset(
+        [tmp_path / "out" / "old.jsonl"], tmp_path / "own", SelectionOptions(**options, original_history=True)
+    )
+    note = "The notebook's author ran Python 3.5.1: the outputs were recorded again under the versions above."
+    for config in ("output_prediction", "output_prediction_runtime"):
+        assert all(note in row["prompt"] for row in task_rows(tmp_path / "replayed", config, "full"))
+    card = (tmp_path / "replayed" / "README.md").read_text(encoding="utf-8")
+    assert "1 trajectories re-execute notebooks whose authors ran another Python than the recording kernel" in card
+    (replayed,) = [r for r in task_rows(tmp_path / "replayed", "output_prediction", "full") if r["code"] == "x"]
+    (own,) = [r for r in task_rows(tmp_path / "own", "output_prediction", "full") if r["code"] == "x"]
+    assert replayed["history"][3] == {"code": "print(sys.version_info[0])", "output": "3"}  # today's Python
+    assert own["history"][3] == {"code": "print(sys.version_info[0])", "output": "2"}  # the author's output
+    assert replayed["target"] == own["target"] == "41"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 import string
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from importlib import resources
 from pathlib import Path
@@ -314,7 +316,49 @@ def _source_data(summary: BuildSummary) -> str:
         f"The trajectories of this build were recorded from {len(known)} source files ({', '.join(kinds)}), as "
         "their provenance files (`*.provenance.json`, beside each trajectory) say"
     )
-    return text + (f"; {unknown} carry no provenance file." if unknown else ".")
+    text += f"; {unknown} carry no provenance file." if unknown else "."
+    if summary.attributions:
+        text += "\n\nLicences and attribution of the sources:\n\n" + "\n\n".join(summary.attributions)
+    return text + _author_versions(summary)
+
+
+# A source folder's licence and attribution, quoted in the card of every build recorded from it.
+ATTRIBUTION_FILE = "ATTRIBUTION.md"
+_ATTRIBUTION_CHARS = 4000  # a provenance file may name any folder: a note longer than this is not quoted
+
+
+def source_notes(trajectories: Sequence[Path]) -> tuple[list[str], dict[str, int]]:
+    """The :data:`ATTRIBUTION_FILE` notes beside the trajectories' sources (each once, in order), and per
+    Python version a source notebook's author ran other than the recording kernel's, its trajectories."""
+    from themisto.building.history import AUTHOR_PYTHON, kernel_environment
+    from themisto.recording.provenance import read_provenance
+
+    notes: dict[Path, str] = {}
+    authors: Counter[str] = Counter()
+    for path in trajectories:
+        try:
+            provenance = read_provenance(path)
+            author = dict(kernel_environment(path)).get(AUTHOR_PYTHON)
+        except InputError:  # a damaged provenance file: nothing to say of its source
+            continue
+        authors.update([author] if author else [])
+        folder = provenance.source.path.parent if provenance is not None and provenance.source.path else None
+        note = folder / ATTRIBUTION_FILE if folder is not None else None
+        if note is not None and note not in notes and note.is_file() and note.stat().st_size <= _ATTRIBUTION_CHARS:
+            notes[note] = note.read_text(encoding="utf-8", errors="replace").strip()
+    return list(notes.values()), dict(sorted(authors.items()))
+
+
+def _author_versions(summary: BuildSummary) -> str:
+    """The card's sentence on trajectories re-recorded under another Python than their notebook's author's."""
+    if not summary.author_pythons:
+        return ""
+    counts = ", ".join(f"Python {version}: {count}" for version, count in summary.author_pythons.items())
+    return (
+        f"\n\n{sum(summary.author_pythons.values())} trajectories re-execute notebooks whose authors ran another"
+        f" Python than the recording kernel ({counts}): their histories and targets are the outputs of the"
+        " versions the prompts name, not the notebooks' own, and both prompts of a pair say so."
+    )
 
 
 def _sessions_and_trajectories(summary: BuildSummary) -> str:

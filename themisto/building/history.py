@@ -238,29 +238,54 @@ def imported_environment(environment: tuple[tuple[str, str], ...], imported: set
     return tuple(
         (name, version)
         for name, version in environment
-        if name == "python" or _IMPORT_NAMES.get(name, name) in imported
+        if name in ("python", AUTHOR_PYTHON) or _IMPORT_NAMES.get(name, name) in imported
     )
+
+
+# The environment entry naming the Python a notebook's author ran (its ``language_info``), where it differs
+# from the recording kernel's: the history was re-recorded under other versions than the notebook's own.
+AUTHOR_PYTHON = "author-python"
 
 
 def kernel_environment(path: Path) -> tuple[tuple[str, str], ...]:
     """The kernel's Python and libraries' versions from a trajectory's provenance: ``(("python", "3.12.3"),
-    ("numpy", "2.4.0"), ...)``; () when the trajectory has no provenance or it names no versions."""
+    ("numpy", "2.4.0"), ...)``, then ``(AUTHOR_PYTHON, "3.5.1")`` when the source notebook says its author ran
+    another Python; () when the trajectory has no provenance or it names no versions."""
     from themisto.recording.provenance import read_provenance
 
     provenance = read_provenance(path)
     if provenance is None:
         return ()
     python = (("python", provenance.python),) if provenance.python else ()
-    return python + tuple(sorted(provenance.libraries.items()))
+    author = notebook_python(provenance.source.path)
+    other = ((AUTHOR_PYTHON, author),) if python and author and author != provenance.python else ()
+    return python + tuple(sorted(provenance.libraries.items())) + other
+
+
+def notebook_python(source: Path | None) -> str | None:
+    """The Python version a notebook's metadata says its outputs came from; None for other sources or none."""
+    import json
+
+    if source is None or source.suffix != ".ipynb":
+        return None
+    try:
+        with source.open(encoding="utf-8") as handle:
+            metadata = json.load(handle).get("metadata")
+        version = metadata["language_info"]["version"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # gone, not JSON, or no version recorded
+        return None
+    return version if isinstance(version, str) and len(version) <= 32 else None
 
 
 def iter_contexts(
-    paths: Sequence[Path], max_context_chars: int, mask_machine_text: bool = True
+    paths: Sequence[Path], max_context_chars: int, mask_machine_text: bool = True, original_history: bool = False
 ) -> Iterator[StepContext]:
     """Second pass: every step of ``paths`` in trajectory order, with its history and previous step.
 
     ``max_context_chars`` bounds the history (0: the whole history); with ``mask_machine_text``, outputs
-    (history and targets) are masked as :func:`themisto.recording.outputs.mask_machine_text` says.
+    (history and targets) are masked as :func:`themisto.recording.outputs.mask_machine_text` says. With
+    ``original_history`` a history cell shows the output its source stored (``original_output``) where it
+    stored one, the replay's elsewhere; targets stay the replay's, as the runtime state is.
     """
     from themisto.recording.outputs import mask_machine_text as mask
 
@@ -285,7 +310,12 @@ def iter_contexts(
             named = imported_environment(environment, imported)
             yield StepContext(step, window.cells, window.dropped, before, kind, runtime_changed, named, output)
             imported.update(imported_modules(step.code))
-            window.append(HistoryCell(step.code, output))
+            seen = (
+                output  # what the developer had on screen: the replay's output, or with original_history the stored one
+            )
+            if original_history and step.original_output is not None:
+                seen = mask(step.original_output) if mask_machine_text else step.original_output
+            window.append(HistoryCell(step.code, seen))
             changes.update(step)
             before, started = step, True
 

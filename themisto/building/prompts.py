@@ -61,7 +61,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from themisto.building.history import Example, HistoryCell
+from themisto.building.history import AUTHOR_PYTHON, Example, HistoryCell
 from themisto.declaration import at_least, check_declared, option
 from themisto.trajectory import Variable
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER
@@ -191,8 +191,16 @@ def render_environment(environment: Sequence[tuple[str, str]]) -> str:
     """The line naming the kernel's Python and libraries (``("python", "3.12.3")`` first); "" when unknown."""
     if not environment:
         return ""
-    named = [f"{'Python' if name == 'python' else name} {version}" for name, version in environment]
-    return f"The kernel ran {', '.join(named)}.\n\n"
+    named = [
+        f"{'Python' if name == 'python' else name} {version}" for name, version in environment if name != AUTHOR_PYTHON
+    ]
+    author = dict(environment).get(AUTHOR_PYTHON)
+    note = (
+        f" The notebook's author ran Python {author}: the outputs were recorded again under the versions above."
+        if author
+        else ""
+    )
+    return f"The kernel ran {', '.join(named)}.{note}\n\n"
 
 
 def referencing_code(example: Example, options: RenderOptions) -> list[str]:

@@ -111,6 +111,11 @@ class SelectionOptions:
         False,
         "keep output-prediction targets of cells that measure time and print a duration (excluded by default)",
     )
+    original_history: bool = option(
+        False,
+        "show each history cell with the output its source stored (a notebook's own outputs, a log's "
+        "original_output) where there is one, the replay's elsewhere; targets stay the replay's",
+    )
     mask_machine_text: bool = option(
         True,
         "show outputs as recorded: by default kernel pids (ipykernel_<pid>), random temp names (tmp<random>) "

@@ -328,6 +328,7 @@ def iter_tables(
     render: RenderOptions,
     seed: int = 0,
     mask_machine_text: bool = True,
+    original_history: bool = False,
 ) -> Iterator[TablePiece]:
     """Every config and split of a build as table pieces, in trajectory order, in one pass.
 
@@ -344,7 +345,7 @@ def iter_tables(
     placebos = PlaceboStates(seed, render.max_runtime_chars)
     previous: dict[str, Any] | None = None  # the trajectory row of the previous step
     count = 0
-    contexts = iter_contexts(paths, max_context_chars, mask_machine_text)
+    contexts = iter_contexts(paths, max_context_chars, mask_machine_text, original_history)
     for count, context in enumerate(contexts, 1):  # noqa: B007 (read after the loop)
         row = trajectory_row(context.step)
         # the state before the step is the previous step's snapshot, already converted for its own row
