@@ -258,7 +258,10 @@ def kernel_environment(path: Path) -> tuple[tuple[str, str], ...]:
         return ()
     python = (("python", provenance.python),) if provenance.python else ()
     author = notebook_python(provenance.source.path)
-    other = ((AUTHOR_PYTHON, author),) if python and author and author != provenance.python else ()
+    kernel = provenance.python or ""
+    # "3.11" names no patch release: the kernel's 3.11.7 is the same Python
+    same = author is None or kernel == author or kernel.startswith(author + ".")
+    other = ((AUTHOR_PYTHON, author),) if python and author and not same else ()
     return python + tuple(sorted(provenance.libraries.items())) + other
 
 
