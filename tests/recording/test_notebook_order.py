@@ -137,11 +137,9 @@ def test_a_build_says_the_history_was_re_recorded_and_can_show_the_notebooks_own
     book.metadata["language_info"] = {"name": "python", "version": "3.5.1"}
     nbformat.write(book, path)
     assert main(["record", str(path), "-o", str(tmp_path / "out"), "-q"]) == 0
-    options = {"sample": "all", "quantile": 1.0}
-    build_dataset([tmp_path / "out" / "old.jsonl"], tmp_path / "replayed", SelectionOptions(**options))
-    build_dataset(
-        [tmp_path / "out" / "old.jsonl"], tmp_path / "own", SelectionOptions(**options, original_history=True)
-    )
+    for folder, original in (("replayed", False), ("own", True)):
+        options = SelectionOptions(sample="all", quantile=1.0, original_history=original)
+        build_dataset([tmp_path / "out" / "old.jsonl"], tmp_path / folder, options)
     note = "The notebook's author ran Python 3.5.1: the outputs were recorded again under the versions above."
     for config in ("output_prediction", "output_prediction_runtime"):
         assert all(note in row["prompt"] for row in task_rows(tmp_path / "replayed", config, "full"))
