@@ -117,18 +117,19 @@ PLOT_OUTPUTS = [
     "<seaborn.axisgrid.FacetGrid at 0x7f3a1c2b9d90>\n<image/png>",
     "[<matplotlib.lines.Line2D at 0x7f3a1c2b9d90>, <matplotlib.lines.Line2D at 0x?>]\n<image/png>",
     "Text(0.5, 1.0, 'prices')\n<image/png>",
+    "[<matplotlib.lines.Line2D at 0x?>,\n <matplotlib.lines.Line2D at 0x?>]\n<image/png>",  # a list over lines
 ]
 
 
 def test_plot_objects_beside_an_image_leave_output_prediction_with_the_images(tmp_path: Path) -> None:
     steps = [plain_step(i, f"x{i} = {i}\nx{i}", str(i)) for i in range(4)]
     steps += [plain_step(4 + i, "df.plot()", output) for i, output in enumerate(PLOT_OUTPUTS)]
-    steps.append(plain_step(8, "ax = df.plot()\nprint(ax)", "Axes(0.125,0.11;0.775x0.77)"))  # text, no image
-    steps.append(plain_step(9, "df.head(2)", "<Axes: >\n   a\n0  1\n<image/png>"))  # a table too: kept
+    steps.append(plain_step(9, "ax = df.plot()\nprint(ax)", "Axes(0.125,0.11;0.775x0.77)"))  # text, no image
+    steps.append(plain_step(10, "df.head(2)", "<Axes: >\n   a\n0  1\n<image/png>"))  # a table too: kept
     path = write_steps(tmp_path / "t.jsonl", steps)
     chosen = eligible_outputs(path)
     assert not {f"t/{4 + i}" for i in range(len(PLOT_OUTPUTS))} & set(chosen)
-    assert {"t/8", "t/9"} <= set(chosen)
+    assert {"t/9", "t/10"} <= set(chosen)
     assert {f"t/{4 + i}" for i in range(len(PLOT_OUTPUTS))} <= set(eligible_outputs(path, include_images=True))
     assert select([path], SelectionOptions(sample="all")).plot_objects == len(PLOT_OUTPUTS)
     out = tmp_path / "build"

@@ -70,7 +70,10 @@ def test_lm_eval_scores_smollm2_as_a_direct_transformers_computation(arm_rows: l
     from themisto.evaluation.shared_prefix import SharedPrefixHFLM
 
     harness = HFLM(pretrained=str(FOLDER), gguf_file=GGUF_FILE, dtype="float32", device="cpu")
-    requests = [Instance("loglikelihood", row, (row["prompt"], row["target"]), i) for i, row in enumerate(arm_rows)]
+    requests = [
+        Instance("loglikelihood", row, (row["prompt"], TARGET_DELIMITER + row["target"]), i)
+        for i, row in enumerate(arm_rows)
+    ]
     scored = harness.loglikelihood(requests)
 
     model = AutoModelForCausalLM.from_pretrained(FOLDER, gguf_file=GGUF_FILE, dtype="float32")

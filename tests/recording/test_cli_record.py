@@ -104,7 +104,6 @@ def test_records_notebooks_and_logs_into_valid_trajectories(
 
 
 @pytest.mark.kernel
-@pytest.mark.kernel
 def test_a_notebook_without_code_cells_is_skipped_with_a_warning_in_a_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,6 +118,7 @@ def test_a_notebook_without_code_cells_is_skipped_with_a_warning_in_a_batch(
     assert read_trajectory(tmp_path / "out" / "b_code.jsonl")[0].output == "2"
 
 
+@pytest.mark.kernel
 def test_resume_continues_after_the_last_complete_step(tmp_path: Path) -> None:
     source = _notebook(tmp_path / "nb.ipynb", NOTEBOOK_CELLS)
     out = tmp_path / "out"

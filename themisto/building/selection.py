@@ -38,7 +38,8 @@ _PLOT_OBJECT = (
     r"|<[\w.]*(?:matplotlib|seaborn|mpl_toolkits)\.[\w.]+ (?:object )?at 0x[0-9a-fA-F?]+>"
     r"|<\w*Container object of \d+ artists>|Text\([^\n]*\)|<Figure size [^\n]*>"
 )
-PLOT_OBJECT_LINE = re.compile(rf"\[?(?:{_PLOT_OBJECT})(?:, (?:{_PLOT_OBJECT}))*\]?")
+# a line of them: one, or a list's items (pandas and IPython break a long list over lines: "[<a>,", " <b>]")
+PLOT_OBJECT_LINE = re.compile(rf"[ \t]*\[?(?:{_PLOT_OBJECT})(?:,[ \t]*(?:{_PLOT_OBJECT}))*,?\]?")
 # Examples drawn from the target-length quartiles Q1, Q2+Q3 and Q4 (the paper's 10/180/10).
 PAPER_STRATA = (10, 180, 10)
 # The paper's selected cells had at least five earlier actions: min_history's default with sample="paper".
