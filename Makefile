@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
 
-.PHONY: run exec-score reference-model test test-fast lint bench bench-regression corpus install clean
+.PHONY: run score exec-score reference-model test test-fast lint bench bench-regression corpus install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,8 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
-BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-state-lookup themisto-majority themisto-heuristic
+BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-state-lookup themisto-majority themisto-heuristic \
+	themisto-similar-cell themisto-shape-majority
 
 # The generative tasks the baselines run: the group (plain and runtime) and the placebo arms.
 BASELINE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo
@@ -35,16 +36,29 @@ BASELINE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo
 # Tracked files stay as committed: record finds every trajectory complete and writes nothing; build
 # rewrites hf_dataset/ with the same bytes (tests/building/test_dataset.py checks; new library versions may
 # change Parquet bytes: then commit the rebuild); eval and report write only under runs/ (ignored).
+# Then the same for the real notebooks of data/real/ (data/real/README.md): recorded offline in a scratch folder with a
+# temporary home (their datasets cache there), built into hf_dataset_real/ (BSD-3-Clause: the statsmodels examples;
+# the Whirlwind notebooks are CC0), scored and reported in runs/report_real.md. --resume continues each trajectory
+# with the options its provenance records.
 run: $(STAMP)
 	rm -rf runs/workdir && mkdir -p runs/workdir && cp -R data/files runs/workdir/files
 	$(PY) -m themisto record data/logs -o data/trajectories --workdir runs/workdir --resume
 	$(PY) -m themisto build data/trajectories -o hf_dataset
+	$(MAKE) score DATA=hf_dataset EVAL=runs/eval REPORT=runs/report
+	rm -rf runs/real-workdir && mkdir -p runs/real-workdir
+	$(PY) -m themisto record data/real/statsmodels data/real/whirlwind -o data/real_trajectories \
+		--workdir runs/real-workdir --resume
+	$(PY) -m themisto build data/real_trajectories -o hf_dataset_real --license bsd-3-clause
+	$(MAKE) score DATA=hf_dataset_real EVAL=runs/eval_real REPORT=runs/report_real
+
+# The baselines and the likelihood control on one build, and their report (make run calls it for both corpora).
+score: $(STAMP)
 	for model in $(BASELINES); do \
-		THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model $$model --tasks $(BASELINE_TASKS) -o runs/eval || exit 1; \
+		THEMISTO_DATA=$(DATA) $(PY) -m themisto eval --model $$model --tasks $(BASELINE_TASKS) -o $(EVAL) || exit 1; \
 	done
-	THEMISTO_DATA=hf_dataset $(PY) -m themisto eval --model themisto-compression --tasks themisto_bpb -o runs/eval
-	$(PY) -m themisto report runs/eval -o runs/report.md --plot runs/report.png > /dev/null
-	@echo "make run: the report is in runs/report.md and runs/report.png"
+	THEMISTO_DATA=$(DATA) $(PY) -m themisto eval --model themisto-compression --tasks themisto_bpb -o $(EVAL)
+	$(PY) -m themisto report $(EVAL) -o $(REPORT).md --plot $(REPORT).png > /dev/null
+	@echo "make score: the report is in $(REPORT).md and $(REPORT).png"
 
 # Execution-checked next-cell scores of the baselines on the committed build: each prediction (and the
 # developer's own cell, the ceiling) runs in the recorded kernel state; see README "Execute next-cell predictions".

@@ -36,8 +36,9 @@ __all__ = ["ThemistoCallback", "scores"]
 class ThemistoCallback(TrainerCallback):
     """Run Themisto tasks on the model being trained at the trainer's evaluations and log the scores.
 
-    ``tasks``: lm-eval task or group names (default: all four); ``limit``: examples per task (the
-    first ones, the same for both tasks of a pair, so the logged delta is paired); ``split``:
+    ``tasks``: lm-eval task or group names (default: all four); ``limit``: examples per task (a seeded
+    sample spread over the trajectories, :mod:`themisto.evaluation.limit`; the same rows for every arm of a
+    task, so the logged delta is paired); ``split``:
     ``test`` or ``full``; ``every_n_evals``: run at the n-th, 2n-th, ... evaluation. ``data`` and
     further keywords (``gen_kwargs``, ``batch_size``, ``output_path``, ...) go to
     :func:`themisto.evaluation.evaluate`. Only the main process evaluates; the model is left in the

@@ -416,6 +416,15 @@ def repair_tail(path: Path) -> None:
         handle.truncate(data.rfind(b"\n") + 1)
 
 
+def invented_error(step: Step) -> bool:
+    """Whether the replay raised an error that the source's stored output does not show: the step has an
+    error, its ``original_output`` is known, and that output never names the error's class. An error of the
+    replay (a cell run out of the author's order, a library changed since), not of the author's session."""
+    return (
+        step.error is not None and step.original_output is not None and step.error["ename"] not in step.original_output
+    )
+
+
 def is_image_only(output: str) -> bool:
     """Whether a step's plain-text output shows nothing but images: every line an ``<image/...>`` placeholder."""
     return bool(output) and all(IMAGE_PLACEHOLDER.fullmatch(line) for line in output.split("\n"))

@@ -74,6 +74,9 @@ REPR_ECHO_BASELINE = "themisto-repr-echo"
 STATE_LOOKUP_BASELINE = "themisto-state-lookup"
 MAJORITY_BASELINE = "themisto-majority"
 HEURISTIC_BASELINE = "themisto-heuristic"
+# The floors that need no re-run: notebooks people publish run every cell once.
+SIMILAR_CELL_BASELINE = "themisto-similar-cell"
+SHAPE_MAJORITY_BASELINE = "themisto-shape-majority"
 BASELINES = (
     EMPTY_BASELINE,
     REPEAT_LAST_BASELINE,
@@ -81,6 +84,8 @@ BASELINES = (
     STATE_LOOKUP_BASELINE,
     MAJORITY_BASELINE,
     HEURISTIC_BASELINE,
+    SIMILAR_CELL_BASELINE,
+    SHAPE_MAJORITY_BASELINE,
 )
 # The likelihood control: a compressor's conditional code length of the target as its log-likelihood
 # (loglikelihood requests only, so it runs on the themisto_bpb tasks).
@@ -95,6 +100,10 @@ OUTPUT_KINDS = ("none", "scalar", "collection", "table", "text", "error", "image
 STEP_KINDS = ("first_run", "rerun_unchanged", "rerun_edited", "after_restart")
 # The code of the history cell that marks a kernel restart (its output is empty).
 RESTART_MARKER = "# --- kernel restarted ---"
+# What separates a prompt from its answer: a prompt ends at its last visible character and the answer (the
+# target a likelihood task scores, the text a model generates) starts with this line break, so every scorer
+# splits context and continuation at the same place and the target's own leading whitespace stays with it.
+TARGET_DELIMITER = "\n"
 
 # The causes of instability ``themisto stability`` names, in the order a step's ``instability`` lists them.
 INSTABILITY_CAUSES = (

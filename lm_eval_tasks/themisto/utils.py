@@ -61,14 +61,25 @@ except ImportError:  # the folder runs inside lm-eval without the package
         }
 
 
+# The line break between a prompt and its answer (themisto.vocabulary.TARGET_DELIMITER; repeated here, as the
+# folder must run without the package): a model continuing the prompt starts its answer with it.
+TARGET_DELIMITER = "\n"
+
+
 def unfence_answers(resps: Iterable[str], docs: Iterable[dict[str, Any]]) -> list[str]:
-    """Filter step: unwrap answers given as a single fenced code block."""
-    return [unfence(resp) for resp in resps]
+    """Filter step: take off the line break that opens a continued answer, unwrap a single fenced code block."""
+    return [unfence(resp.removeprefix(TARGET_DELIMITER)) for resp in resps]
 
 
 def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
     """Score the (filtered) answer against the row's target."""
     return score_sample(results[0], doc["target"])
+
+
+def scored_target(doc: dict[str, Any]) -> str:
+    """A likelihood task's continuation: the line break that separates it from the prompt, then the target
+    (lm-eval puts no delimiter before a ``loglikelihood`` continuation of its own)."""
+    return TARGET_DELIMITER + doc["target"]
 
 
 def process_loglikelihood(doc: dict[str, Any], results: list[tuple[float, bool]]) -> dict[str, Any]:

@@ -111,3 +111,53 @@ def test_a_card_of_an_older_build_is_told_to_build_again(trajectory: Path, tmp_p
     card.write_text("".join(line for line in lines if not line.strip().startswith("samples:")), encoding="utf-8")
     with pytest.raises(InputError, match=r"built by an older Themisto \(its build options lack samples\): build it"):
         read_build_options(out)
+
+
+# What plotting calls return beside the picture, as recorded (addresses as printed).
+PLOT_OUTPUTS = [
+    "<Axes: xlabel='x', ylabel='y'>\n<image/png>",
+    "<seaborn.axisgrid.FacetGrid at 0x7f3a1c2b9d90>\n<image/png>",
+    "[<matplotlib.lines.Line2D at 0x7f3a1c2b9d90>, <matplotlib.lines.Line2D at 0x?>]\n<image/png>",
+    "Text(0.5, 1.0, 'prices')\n<image/png>",
+    "[<matplotlib.lines.Line2D at 0x?>,\n <matplotlib.lines.Line2D at 0x?>]\n<image/png>",  # a list over lines
+]
+
+
+def test_plot_objects_beside_an_image_leave_output_prediction_with_the_images(tmp_path: Path) -> None:
+    steps = [plain_step(i, f"x{i} = {i}\nx{i}", str(i)) for i in range(4)]
+    steps += [plain_step(4 + i, "df.plot()", output) for i, output in enumerate(PLOT_OUTPUTS)]
+    steps.append(plain_step(9, "ax = df.plot()\nprint(ax)", "Axes(0.125,0.11;0.775x0.77)"))  # text, no image
+    steps.append(plain_step(10, "df.head(2)", "<Axes: >\n   a\n0  1\n<image/png>"))  # a table too: kept
+    path = write_steps(tmp_path / "t.jsonl", steps)
+    chosen = eligible_outputs(path)
+    assert not {f"t/{4 + i}" for i in range(len(PLOT_OUTPUTS))} & set(chosen)
+    assert {"t/9", "t/10"} <= set(chosen)
+    assert {f"t/{4 + i}" for i in range(len(PLOT_OUTPUTS))} <= set(eligible_outputs(path, include_images=True))
+    assert select([path], SelectionOptions(sample="all")).plot_objects == len(PLOT_OUTPUTS)
+    out = tmp_path / "build"
+    build_dataset([path], out, SelectionOptions(sample="all", quantile=1.0))
+    assert (
+        f"so are the {len(PLOT_OUTPUTS)} outputs that show an image beside the plot objects drawn"
+        in (out / "README.md").read_text()
+    )
+
+
+def test_an_error_the_stored_output_does_not_show_is_never_a_target_by_default(tmp_path: Path) -> None:
+    def failed(number: int, original: str | None) -> Step:
+        step = plain_step(number, "np.sqrt(a)", "NameError: name 'np' is not defined")
+        step.error, step.original_output = {"ename": "NameError", "evalue": "name 'np' is not defined"}, original
+        return step
+
+    steps = [plain_step(i, f"x{i} = {i}\nx{i}", str(i)) for i in range(4)]
+    steps += [failed(4, "1.4142135623730951"), failed(5, "NameError: name 'np' is not defined"), failed(6, None)]
+    path = write_steps(tmp_path / "t.jsonl", steps)
+    assert select([path], SelectionOptions(sample="all")).invented_errors == 1  # the stored output shows none
+    with_errors = eligible_outputs(path, include_errors=True)
+    assert "t/4" not in with_errors and {"t/5", "t/6"} <= set(with_errors)  # unknown original: not invented
+    assert "t/4" in eligible_outputs(path, include_errors=True, include_invented_errors=True)
+    assert not {"t/4", "t/5", "t/6"} & set(eligible_outputs(path))
+    out = tmp_path / "build"
+    build_dataset([path], out, SelectionOptions(sample="all", quantile=1.0))
+    card = (out / "README.md").read_text()
+    assert "1 of them are errors the replay raised where the source's stored output shows none" in card
+    assert "Replay fidelity: of the 2 steps whose source stored an output, 1 reproduce it exactly" in card

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from themisto.building.history import RESTART_CELL, Example, HistoryCell
+from themisto.building.history import RESTART_CELL, Example, HistoryCell, imported_environment, imported_modules
 from themisto.building.prompts import (
     MIN_REPR_CHARS,
     PROMPT_REPR_TRUNCATION_MARK,
@@ -197,6 +197,30 @@ def test_next_cell_blocks_keep_the_most_recently_changed_variables(runtime_forma
     task.runtime_changed = None
     unranked = [variable.name for variable in shown_variables(render_pair(task, options).runtime_text)]
     assert unranked == [v.name for v in state][: len(unranked)]
+
+
+@pytest.mark.parametrize("runtime_format", ["text", "json"])
+def test_a_tight_block_shows_data_before_functions_classes_and_modules(runtime_format: str) -> None:
+    code = [Variable(f"helper{i}", "function", 136, f"<function helper{i} at 0x?>" + " " * 60) for i in range(6)] + [
+        Variable("Model", "type", 1064, "<class '__main__.Model'>"),
+        Variable("np", "module", 72, "<module 'numpy'>"),
+    ]
+    data = [Variable(f"frame{i}", "pandas.DataFrame", 9000, f"   a  b\n0  {i}  2" + " " * 60) for i in range(3)]
+    state = code + data
+    task = example("next_cell_prediction", state)
+    task.runtime_changed = [50] * len(code) + [1] * len(data)  # the code changed last, the frames long ago
+    options = RenderOptions(runtime_format=runtime_format, max_runtime_chars=800, prompt_repr_chars=120)
+    shown = {variable.name for variable in shown_variables(render_pair(task, options).runtime_text)}
+    assert {"frame0", "frame1", "frame2"} <= shown  # the data came first
+    assert len(shown) < len(state)  # and the budget left code out
+
+
+def test_the_library_line_names_what_the_cells_imported() -> None:
+    code = "import numpy as np, matplotlib.pyplot as plt\nfrom sklearn.linear_model import X\n%timeit f()\n!pip list"
+    assert imported_modules(code) == {"numpy", "matplotlib", "sklearn"}
+    recorded = (("python", "3.11.7"), ("numpy", "2.4.6"), ("scikit-learn", "1.9.1"), ("torch", "2.13.0"))
+    assert imported_environment(recorded, imported_modules(code)) == recorded[:3]  # torch was never imported
+    assert imported_environment(recorded, set()) == recorded[:1]
 
 
 def test_the_header_gives_memory_and_the_previous_cells_execution_time() -> None:

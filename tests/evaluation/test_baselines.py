@@ -19,7 +19,10 @@ from themisto.evaluation.baselines import (
     MajorityBaseline,
     RepeatLastBaseline,
     ReprEchoBaseline,
+    ShapeMajorityBaseline,
+    SimilarCellBaseline,
     StateLookupBaseline,
+    code_shape,
     displayed_name,
 )
 from themisto.exceptions import InputError
@@ -177,6 +180,8 @@ def test_the_new_baselines_are_registered_under_their_names() -> None:
     assert get_model("themisto-state-lookup") is StateLookupBaseline
     assert get_model("themisto-majority") is MajorityBaseline
     assert get_model("themisto-heuristic") is HeuristicBaseline
+    assert get_model("themisto-similar-cell") is SimilarCellBaseline
+    assert get_model("themisto-shape-majority") is ShapeMajorityBaseline
 
 
 def test_state_lookup_answers_from_the_runtime_block_alone() -> None:
@@ -293,3 +298,35 @@ def test_restart_markers_are_no_cells_to_repeat() -> None:
     row = doc("x", [("a = 1", "1"), (RESTART_MARKER, "")])
     answers = RepeatLastBaseline().generate_until([request("themisto_next_cell", row), request("themisto_output", row)])
     assert answers == ["a = 1", "1"]
+
+
+def test_similar_cell_copies_the_output_of_the_most_alike_earlier_cell_without_a_rerun() -> None:
+    history = [("sales.head()", "   a\n0  1"), ("sales.describe()", "count 3"), ("x = 2", "")]
+    answer = SimilarCellBaseline().generate_until
+    # no identical earlier cell (the heuristic answers nothing), but sales.describe() is like it
+    assert HeuristicBaseline().generate_until(
+        [request("themisto_output", doc("sales.describe(include='all')", history))]
+    ) == [""]
+    assert answer([request("themisto_output", doc("sales.describe(include='all')", history))]) == ["count 3"]
+    assert answer([request("themisto_output", doc("import os", history))]) == [""]  # nothing alike: the heuristic
+    # next cell: what followed the earlier cell most like the last one
+    runs = [("df = load(1)", ""), ("df.plot()", ""), ("df2 = load(2)", "")]
+    assert answer([request("themisto_next_cell", doc("", runs))]) == ["df.plot()"]
+
+
+def test_code_shape_abstracts_names_numbers_and_strings_but_keeps_calls() -> None:
+    assert code_shape("df.head(3)") == code_shape("sales.head(10)") == "_.head(0)"
+    assert code_shape("print(len(rows), 'rows')") == "print(len(_), '')"
+    assert code_shape("len(x)") != code_shape("x.shape")
+
+
+def test_shape_majority_answers_the_other_examples_most_frequent_target_of_the_same_shape() -> None:
+    cases = [
+        ("df.shape", "(3, 2)"), ("sales.shape", "(5, 5)"), ("frame.shape", "(5, 5)"), ("t.shape", "(5, 5)"),
+        ("df.dtypes", "a int64"), ("sales.dtypes", "b str"), ("len(x)", "4"), ("print(1)", "1"),
+    ]  # fmt: skip
+    rows = [runtime_doc(code, "", target) for code, target in cases]
+    answers = ShapeMajorityBaseline().generate_until([request("themisto_output", row) for row in rows])
+    assert answers[:4] == ["(5, 5)"] * 4
+    assert answers[4:6] == ["b str", "a int64"]  # its own target never votes for an example
+    assert answers[6:] == ["", "1"]  # alone in its shape: the heuristic (a literal print resolves)

@@ -20,6 +20,7 @@ from dataset_fixture import task_rows
 from repository import REPOSITORY
 
 from themisto.cli import main as themisto_main
+from themisto.evaluation.limit import spread_sample
 from themisto.evaluation.metrics import score_sample
 from themisto.vocabulary import GROUP_TASKS as TASKS
 from themisto.vocabulary import METRIC_NAMES
@@ -102,8 +103,9 @@ def test_a_trainer_evaluates_the_model_object_it_holds(data_dir: Path, tiny_mode
     # named after the checkpoint it was loaded from, so two checkpoints' runs do not share a folder
     assert [path.name for path in tmp_path.iterdir()] == [tiny_model.name]
     assert written["results"]["themisto_next_cell_runtime"] == results["results"]["themisto_next_cell_runtime"]
-    first_two = [row["example_id"] for row in task_rows(data_dir, "next_cell_prediction_runtime")][:2]
-    assert [record["doc"]["example_id"] for record in samples["themisto_next_cell_runtime"]] == first_two
+    rows = task_rows(data_dir, "next_cell_prediction_runtime")
+    spread = [rows[i]["example_id"] for i in spread_sample([row["trajectory_id"] for row in rows], 2)]
+    assert [record["doc"]["example_id"] for record in samples["themisto_next_cell_runtime"]] == spread
 
 
 def test_eval_runs_a_transformers_model_on_the_cpu_into_runs_by_default(

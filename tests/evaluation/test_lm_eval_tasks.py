@@ -55,7 +55,7 @@ def test_generation_and_metrics_follow_the_task(loaded: dict[str, Any]) -> None:
     for name, task in loaded["tasks"].items():
         config = task.config
         assert config.output_type == "generate_until"
-        assert config.metadata["version"] == 1.1
+        assert config.metadata["version"] == 1.2
         assert [(m["metric"], m["aggregation"], m["higher_is_better"]) for m in config.metric_list] == [
             (metric, "mean", True) for metric in METRIC_NAMES
         ]

@@ -20,7 +20,7 @@ import pytest
 from dataset_fixture import task_rows, write_dataset
 
 from themisto.exceptions import InputError
-from themisto.vocabulary import OUTPUT_PREDICTION, PLACEBO_SUFFIX, RUNTIME_SUFFIX
+from themisto.vocabulary import OUTPUT_PREDICTION, PLACEBO_SUFFIX, RUNTIME_SUFFIX, TARGET_DELIMITER
 
 TOLERANCE = 1e-4
 EXAMPLES = 2
@@ -47,13 +47,13 @@ def arm_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
 def direct_loglikelihood(model: Any, tokenizer: Any, prompt: str, target: str) -> float:
     """Sum of log-softmax over the scored tokens given the prompt, with the model's plain forward pass.
 
-    The scored tokens are the target's and, as lm-eval scores a (context, continuation) pair, those of the
-    prompt's trailing whitespace (its newline): lm-eval moves it from the context to the continuation.
+    The scored tokens are those of the delimiter and the target: the prompt, which ends without whitespace,
+    tokenised as it is.
     """
     import torch
 
-    context = tokenizer(prompt.rstrip(), add_special_tokens=False).input_ids
-    whole = tokenizer(prompt + target, add_special_tokens=False).input_ids
+    context = tokenizer(prompt, add_special_tokens=False).input_ids
+    whole = tokenizer(prompt + TARGET_DELIMITER + target, add_special_tokens=False).input_ids
     assert whole[: len(context)] == context, "the target's first token merges into the prompt's"
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([whole])).logits[0].float()
@@ -70,7 +70,10 @@ def test_lm_eval_scores_smollm2_as_a_direct_transformers_computation(arm_rows: l
     from themisto.evaluation.shared_prefix import SharedPrefixHFLM
 
     harness = HFLM(pretrained=str(FOLDER), gguf_file=GGUF_FILE, dtype="float32", device="cpu")
-    requests = [Instance("loglikelihood", row, (row["prompt"], row["target"]), i) for i, row in enumerate(arm_rows)]
+    requests = [
+        Instance("loglikelihood", row, (row["prompt"], TARGET_DELIMITER + row["target"]), i)
+        for i, row in enumerate(arm_rows)
+    ]
     scored = harness.loglikelihood(requests)
 
     model = AutoModelForCausalLM.from_pretrained(FOLDER, gguf_file=GGUF_FILE, dtype="float32")

@@ -214,6 +214,8 @@ BUILD_FLAGS: dict[str, tuple[str | None, str, object]] = {
     "--keep-figure-text": (None, "figure_text_as_image", False),
     "--include-timing": (None, "include_timing", True),
     "--keep-machine-text": (None, "mask_machine_text", False),
+    "--include-invented-errors": (None, "include_invented_errors", True),
+    "--original-history": (None, "original_history", True),
     "--stable-only": (None, "stable_only", True),
     "--quantile": ("0.5", "quantile", 0.5),
     "--max-context-chars": ("0", "max_context_chars", 0),

@@ -104,6 +104,21 @@ def test_records_notebooks_and_logs_into_valid_trajectories(
 
 
 @pytest.mark.kernel
+def test_a_notebook_without_code_cells_is_skipped_with_a_warning_in_a_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    _notebook(corpus / "a_prose.ipynb", [])
+    _notebook(corpus / "b_code.ipynb", ["print(1 + 1)"])
+    assert main(["record", str(corpus), "-o", str(tmp_path / "out"), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: " in err and "a_prose.ipynb: no code cells to run, skipped" in err
+    assert [path.name for path in (tmp_path / "out").glob("*.jsonl")] == ["b_code.jsonl"]
+    assert read_trajectory(tmp_path / "out" / "b_code.jsonl")[0].output == "2"
+
+
+@pytest.mark.kernel
 def test_resume_continues_after_the_last_complete_step(tmp_path: Path) -> None:
     source = _notebook(tmp_path / "nb.ipynb", NOTEBOOK_CELLS)
     out = tmp_path / "out"

@@ -6,12 +6,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from dataset_fixture import task_rows
 
+from themisto.building.parquet import build_dataset
+from themisto.building.selection import SelectionOptions
 from themisto.cli import main
 from themisto.exceptions import SourceError
+from themisto.recording.fidelity import fidelity
 from themisto.recording.sources import Execute, Restart, read_sources
 from themisto.recording.sources.notebook import read_notebook
-from themisto.recording.stability import fidelity
 from themisto.trajectory import read_trajectory
 
 pytestmark = pytest.mark.kernel  # the tests record real kernels
@@ -48,18 +51,49 @@ def test_counts_1_3_2_replay_as_1_2_3_with_their_stored_outputs(tmp_path: Path) 
     assert [execution.original_output for execution in executions] == ["1", "2", "3"]
 
 
-def test_uncounted_cells_follow_the_counted_ones_in_file_order(tmp_path: Path) -> None:
-    cells = [("x = 1", None, ""), ("y = 2", 2, ""), ("z = 3", None, ""), ("w = 4", 1, "")]
+def test_uncounted_cells_keep_their_file_position_between_counted_neighbours(tmp_path: Path) -> None:
+    # an import without a count between counts 2 and 1 runs right after the counted cell above it
+    cells = [("x = 1", None, ""), ("print(2)", 2, "2\n"), ("import math", None, ""), ("w = 4", 1, "")]
     path = notebook(tmp_path / "nb.ipynb", cells)
-    assert plan(path) == ["c3", "c1", "c0", "c2"]
+    assert plan(path) == ["c0", "c3", "c1", "c2"]
     executions = {execution.cell_id: execution for execution in read_notebook(path).executions}
     assert executions["c0"].original_output is None and executions["c3"].original_output == ""  # ran, printed nothing
 
 
-def test_a_repeated_count_is_a_kernel_restart(tmp_path: Path) -> None:
+def test_an_uncounted_import_between_counts_runs_before_the_cell_that_uses_it(tmp_path: Path) -> None:
+    cells = [("a = 2", 6, ""), ("import math", None, ""), ("print(math.sqrt(a * 8))", 8, "4.0\n")]
+    path = notebook(tmp_path / "nb.ipynb", cells)
+    assert plan(path) == ["c0", "c1", "c2"]
+    assert main(["record", str(path), "-o", str(tmp_path / "out"), "-q"]) == 0
+    steps = read_trajectory(tmp_path / "out" / "nb.jsonl")
+    assert [step.error for step in steps] == [None, None, None] and steps[-1].output == "4.0"
+
+
+def test_a_repeated_count_is_a_kernel_restart_when_two_cells_are_counted_1(tmp_path: Path) -> None:
     # cells 1-4 ran as 1..4, then the kernel restarted and the third cell ran first (1), then the fourth (2)
     cells = [("a = 1", 1, ""), ("b = 2", 2, ""), ("c = 3", 1, ""), ("d = 4", 2, ""), ("e = 5", None, "")]
     assert plan(notebook(tmp_path / "nb.ipynb", cells)) == ["c0", "c1", "restart", "c2", "c3", "c4"]
+
+
+def test_a_repeated_count_without_a_second_1_is_one_session(tmp_path: Path) -> None:
+    # count 3 twice but one cell counted 1: no fresh kernel, so read_csv's frame is still there for the last cell
+    cells = [("import io", 1, ""), ("df = 'frame'", 2, ""), ("n = len(df)", 3, ""), ("m = n", 3, ""), ("m", 4, "5")]
+    assert plan(notebook(tmp_path / "nb.ipynb", cells)) == ["c0", "c1", "c2", "c3", "c4"]
+
+
+def test_a_copied_cell_keeps_its_file_position_and_is_no_restart(tmp_path: Path) -> None:
+    # the last cell is a copy of the first (same count, same code): it runs where it stands, in one session
+    cells = [("a = 1", 1, ""), ("b = a + 1", 2, ""), ("c = b * 2", 3, ""), ("a = 1", 1, "")]
+    assert plan(notebook(tmp_path / "nb.ipynb", cells)) == ["c0", "c1", "c2", "c3"]
+    cells = [("a = 1", 1, ""), ("a = 1", 1, ""), ("b = a + 1", 2, "")]
+    assert plan(notebook(tmp_path / "copy.ipynb", cells)) == ["c0", "c1", "c2"]
+
+
+def test_a_notebook_stripped_of_outputs_has_unknown_original_outputs(tmp_path: Path) -> None:
+    stripped = notebook(tmp_path / "stripped.ipynb", [("a = 1", 1, ""), ("print(a)", 2, "")])
+    assert [e.original_output for e in read_notebook(stripped).executions] == [None, None]
+    kept = notebook(tmp_path / "kept.ipynb", [("a = 1", 1, ""), ("print(a)", 2, "1\n")])
+    assert [e.original_output for e in read_notebook(kept).executions] == ["", "1"]
 
 
 def test_counts_that_allow_no_order_keep_the_file_order(tmp_path: Path) -> None:
@@ -92,3 +126,27 @@ def test_a_recorded_notebook_reports_fidelity_to_its_stored_outputs(tmp_path: Pa
     in_file_order = read_trajectory(tmp_path / "file" / "nb.jsonl")
     assert in_file_order[1].error is not None and in_file_order[1].error["ename"] == "NameError"
     assert isinstance(read_notebook(path).actions[0], Execute)
+
+
+def test_a_build_says_the_history_was_re_recorded_and_can_show_the_notebooks_own_outputs(tmp_path: Path) -> None:
+
+    cells = [("x = 41", 1, ""), ("print(x + 1)", 2, "42\n"), ("print(sys.version_info[0])", 4, "2\n"), ("x", 5, "41")]
+    cells.insert(2, ("import sys", 3, ""))
+    path = notebook(tmp_path / "old.ipynb", cells)
+    book = nbformat.read(path, as_version=4)
+    book.metadata["language_info"] = {"name": "python", "version": "3.5.1"}
+    nbformat.write(book, path)
+    assert main(["record", str(path), "-o", str(tmp_path / "out"), "-q"]) == 0
+    for folder, original in (("replayed", False), ("own", True)):
+        options = SelectionOptions(sample="all", quantile=1.0, original_history=original)
+        build_dataset([tmp_path / "out" / "old.jsonl"], tmp_path / folder, options)
+    note = "The notebook's author ran Python 3.5.1: the outputs were recorded again under the versions above."
+    for config in ("output_prediction", "output_prediction_runtime"):
+        assert all(note in row["prompt"] for row in task_rows(tmp_path / "replayed", config, "full"))
+    card = (tmp_path / "replayed" / "README.md").read_text(encoding="utf-8")
+    assert "1 trajectories re-execute notebooks whose authors ran another Python than the recording kernel" in card
+    (replayed,) = [r for r in task_rows(tmp_path / "replayed", "output_prediction", "full") if r["code"] == "x"]
+    (own,) = [r for r in task_rows(tmp_path / "own", "output_prediction", "full") if r["code"] == "x"]
+    assert replayed["history"][3] == {"code": "print(sys.version_info[0])", "output": "3"}  # today's Python
+    assert own["history"][3] == {"code": "print(sys.version_info[0])", "output": "2"}  # the author's output
+    assert replayed["target"] == own["target"] == "41"

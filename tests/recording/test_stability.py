@@ -12,9 +12,9 @@ import pytest
 
 from themisto.cli import main
 from themisto.kernel.recorder import Recorder
+from themisto.recording.fidelity import excerpts
 from themisto.recording.instability import instability_causes
 from themisto.recording.options import RecordOptions
-from themisto.recording.stability import excerpts
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory
 
 OPTIONS = RecordOptions(timeout=20)
@@ -165,7 +165,8 @@ def test_summary_gives_shares_causes_and_the_ceiling(stability_run: StabilityRun
 @pytest.mark.kernel
 def test_fidelity_compares_the_replay_with_the_original_log(stability_run: StabilityRun) -> None:
     trajectories = {t["file"]: t for t in stability_run.summary["trajectories"]}
-    assert trajectories["session.jsonl"]["fidelity"] is None  # no original outputs to compare
+    unknown = trajectories["session.jsonl"]["fidelity"]  # no original outputs to compare: unknown, not unequal
+    assert (unknown["steps"], unknown["unknown"], unknown["exact_share"]) == (0, 8, None)
     fidelity = trajectories["log.jsonl"]["fidelity"]
     assert (fidelity["steps"], fidelity["exact"], fidelity["norm"]) == (4, 1, 2)
     assert (fidelity["exact_share"], fidelity["norm_share"]) == (0.25, 0.5)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 import string
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from importlib import resources
 from pathlib import Path
@@ -23,6 +25,7 @@ from themisto.building.summary import BuildSummary
 from themisto.building.tables import VALUE_TYPES, config_features, config_splits
 from themisto.exceptions import InputError
 from themisto.lm_eval_files import task_versions
+from themisto.recording.fidelity import FIDELITY_NORMALISATIONS, Fidelity
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField
 from themisto.vocabulary import (
     BPB_GROUP,
@@ -172,6 +175,33 @@ def _samples(sample: str, samples: str) -> str:
     return "; each task is drawn on its own, by its own target's length (`--samples shared` draws one for both)"
 
 
+def _fidelity(found: Fidelity) -> str:
+    """The card's sentence on how far the recording reproduces the outputs its sources stored."""
+    unknown = f"{found.unknown} steps have no stored output to compare (unknown, counted neither way)"
+    if not found.steps:
+        return f"Replay fidelity: none of the steps has a stored output of its source to compare; {unknown}."
+    normalised = ", ".join(name for name, _ in FIDELITY_NORMALISATIONS)
+    return (
+        f"Replay fidelity: of the {found.steps} steps whose source stored an output, {found.exact} reproduce it"
+        f" exactly and {found.norm} after normalisation ({normalised}); {unknown}."
+    )
+
+
+def _invented_errors(count: int, kept: bool) -> str:
+    """The card's clause on the errors a replay raised where the source's stored output shows none."""
+    if not count:
+        return ""
+    return (
+        f"; {count} of them are errors the replay raised where the source's stored output shows none (an error"
+        " of the replay, not of the author's session), "
+        + (
+            "kept too (`--include-invented-errors`)"
+            if kept
+            else "never targets (`--include-invented-errors` keeps them)"
+        )
+    )
+
+
 def _descriptions(described: bool) -> str:
     """The card's sentence on the variables' structured descriptions."""
     if not described:
@@ -207,6 +237,7 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         else "`all`: the `test` split holds every eligible example"
     )
     errors_rule = "kept (`--include-errors`); `target_is_error` marks them" if opts.include_errors else "dropped"
+    errors_rule += _invented_errors(sel.invented_errors, opts.include_errors and opts.include_invented_errors)
     images_rule = (
         "kept (`--include-images`)"
         if opts.include_images
@@ -216,7 +247,8 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
             if opts.figure_text_as_image
             else ""
         )
-        + "); they stay in next cell prediction"
+        + f"; so are the {sel.plot_objects} outputs that show an image beside the plot objects drawn, such as"
+        " `<Axes: ...>` or a seaborn `FacetGrid`); they stay in next cell prediction"
     )
     if not opts.include_timing:
         images_rule += "; so are the outputs of cells that measure time and print a duration (`--include-timing`)"
@@ -247,6 +279,7 @@ def dataset_card(summary: BuildSummary, license_id: str, folder: Path, showcase:
         "trajectories": sel.trajectories,
         "steps": sel.steps,
         "errors": sel.errors,
+        "fidelity": _fidelity(sel.fidelity),
         "files": files,
         "history_budget": _history_budget(opts.max_context_chars),
         "masking": _masking(opts.mask_machine_text),
@@ -297,7 +330,49 @@ def _source_data(summary: BuildSummary) -> str:
         f"The trajectories of this build were recorded from {len(known)} source files ({', '.join(kinds)}), as "
         "their provenance files (`*.provenance.json`, beside each trajectory) say"
     )
-    return text + (f"; {unknown} carry no provenance file." if unknown else ".")
+    text += f"; {unknown} carry no provenance file." if unknown else "."
+    if summary.attributions:
+        text += "\n\nLicences and attribution of the sources:\n\n" + "\n\n".join(summary.attributions)
+    return text + _author_versions(summary)
+
+
+# A source folder's licence and attribution, quoted in the card of every build recorded from it.
+ATTRIBUTION_FILE = "ATTRIBUTION.md"
+_ATTRIBUTION_CHARS = 4000  # a provenance file may name any folder: a note longer than this is not quoted
+
+
+def source_notes(trajectories: Sequence[Path]) -> tuple[list[str], dict[str, int]]:
+    """The :data:`ATTRIBUTION_FILE` notes beside the trajectories' sources (each once, in order), and per
+    Python version a source notebook's author ran other than the recording kernel's, its trajectories."""
+    from themisto.building.history import AUTHOR_PYTHON, kernel_environment
+    from themisto.provenance import read_provenance
+
+    notes: dict[Path, str] = {}
+    authors: Counter[str] = Counter()
+    for path in trajectories:
+        try:
+            provenance = read_provenance(path)
+            author = dict(kernel_environment(path)).get(AUTHOR_PYTHON)
+        except InputError:  # a damaged provenance file: nothing to say of its source
+            continue
+        authors.update([author] if author else [])
+        folder = provenance.source.path.parent if provenance is not None and provenance.source.path else None
+        note = folder / ATTRIBUTION_FILE if folder is not None else None
+        if note is not None and note not in notes and note.is_file() and note.stat().st_size <= _ATTRIBUTION_CHARS:
+            notes[note] = note.read_text(encoding="utf-8", errors="replace").strip()
+    return list(notes.values()), dict(sorted(authors.items()))
+
+
+def _author_versions(summary: BuildSummary) -> str:
+    """The card's sentence on trajectories re-recorded under another Python than their notebook's author's."""
+    if not summary.author_pythons:
+        return ""
+    counts = ", ".join(f"Python {version}: {count}" for version, count in summary.author_pythons.items())
+    return (
+        f"\n\n{sum(summary.author_pythons.values())} trajectories re-execute notebooks whose authors ran another"
+        f" Python than the recording kernel ({counts}): their histories and targets are the outputs of the"
+        " versions the prompts name, not the notebooks' own, and both prompts of a pair say so."
+    )
 
 
 def _sessions_and_trajectories(summary: BuildSummary) -> str:

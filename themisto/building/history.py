@@ -16,6 +16,7 @@ its variables last changed. The rules are those of ``docs/protocol.md``
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,16 +219,69 @@ class StepContext:
         )
 
 
+# The import name of a library whose distribution (as the provenance names it) is called otherwise.
+_IMPORT_NAMES = {"scikit-learn": "sklearn"}
+# ``import a.b as c, d`` and ``from a.b import c``, anywhere a line starts (magics and shell lines never match)
+_IMPORT_LINE = re.compile(
+    r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?"
+    r"(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?)*))",
+    re.MULTILINE,
+)
+
+
+def imported_modules(code: str) -> set[str]:
+    """The top-level modules ``code`` imports (``import numpy as np``, ``from sklearn.x import y``: numpy, sklearn)."""
+    found = set()
+    for source, names in _IMPORT_LINE.findall(code):
+        found.update([source] if source else [name.split()[0].split(".")[0] for name in names.split(",")])
+    return found
+
+
+def imported_environment(environment: tuple[tuple[str, str], ...], imported: set[str]) -> tuple[tuple[str, str], ...]:
+    """The kernel's Python and those of its recorded libraries that the session's cells have imported."""
+    return tuple(
+        (name, version)
+        for name, version in environment
+        if name in ("python", AUTHOR_PYTHON) or _IMPORT_NAMES.get(name, name) in imported
+    )
+
+
+# The environment entry naming the Python a notebook's author ran (its ``language_info``), where it differs
+# from the recording kernel's: the history was re-recorded under other versions than the notebook's own.
+AUTHOR_PYTHON = "author-python"
+
+
 def kernel_environment(path: Path) -> tuple[tuple[str, str], ...]:
     """The kernel's Python and libraries' versions from a trajectory's provenance: ``(("python", "3.12.3"),
-    ("numpy", "2.4.0"), ...)``; () when the trajectory has no provenance or it names no versions."""
+    ("numpy", "2.4.0"), ...)``, then ``(AUTHOR_PYTHON, "3.5.1")`` when the source notebook says its author ran
+    another Python; () when the trajectory has no provenance or it names no versions."""
     from themisto.provenance import read_provenance
 
     provenance = read_provenance(path)
     if provenance is None:
         return ()
     python = (("python", provenance.python),) if provenance.python else ()
-    return python + tuple(sorted(provenance.libraries.items()))
+    author = notebook_python(provenance.source.path)
+    kernel = provenance.python or ""
+    # "3.11" names no patch release: the kernel's 3.11.7 is the same Python
+    same = author is None or kernel == author or kernel.startswith(author + ".")
+    other = ((AUTHOR_PYTHON, author),) if python and author and not same else ()
+    return python + tuple(sorted(provenance.libraries.items())) + other
+
+
+def notebook_python(source: Path | None) -> str | None:
+    """The Python version a notebook's metadata says its outputs came from; None for other sources or none."""
+    import json
+
+    if source is None or source.suffix != ".ipynb":
+        return None
+    try:
+        with source.open(encoding="utf-8") as handle:
+            metadata = json.load(handle).get("metadata")
+        version = metadata["language_info"]["version"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # gone, not JSON, or no version recorded
+        return None
+    return version if isinstance(version, str) and len(version) <= 32 else None
 
 
 def iter_contexts(paths: Sequence[Path], options: SelectionOptions) -> Iterator[StepContext]:
@@ -235,11 +289,14 @@ def iter_contexts(paths: Sequence[Path], options: SelectionOptions) -> Iterator[
 
     ``options.max_context_chars`` bounds the history (0: the whole history); with ``options.mask_machine_text``,
     outputs (history and targets) are masked as :func:`themisto.kernel.outputs.mask_machine_text` says.
+    With ``options.original_history`` a history cell shows the output its source stored (``original_output``)
+    where it stored one, the replay's elsewhere; targets stay the replay's, as the runtime state is.
     """
     from themisto.kernel import mask_machine_text as mask
 
     for path in paths:
         environment = kernel_environment(path)
+        imported: set[str] = set()  # what the live kernel's cells have imported: the libraries the line names
         window = HistoryWindow(options.max_context_chars)
         changes = VariableChanges()
         kinds = StepKinds()
@@ -249,13 +306,21 @@ def iter_contexts(paths: Sequence[Path], options: SelectionOptions) -> Iterator[
             if step.restarted:
                 before = None
                 changes.clear()
+                imported.clear()
                 if started:
                     window.append(RESTART_CELL)
             runtime_changed = changes.steps(before.runtime) if before else []
             output = mask(step.output) if options.mask_machine_text else step.output
             kind = kinds.classify(step)
-            yield StepContext(step, window.cells, window.dropped, before, kind, runtime_changed, environment, output)
-            window.append(HistoryCell(step.code, output))
+            named = imported_environment(environment, imported)
+            yield StepContext(step, window.cells, window.dropped, before, kind, runtime_changed, named, output)
+            imported.update(imported_modules(step.code))
+            seen = (
+                output  # what the developer had on screen: the replay's output, or with original_history the stored one
+            )
+            if options.original_history and step.original_output is not None:
+                seen = mask(step.original_output) if options.mask_machine_text else step.original_output
+            window.append(HistoryCell(step.code, seen))
             changes.update(step)
             before, started = step, True
 

@@ -58,7 +58,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from themisto.building.card import check_license, dataset_card
+from themisto.building.card import check_license, dataset_card, source_notes
 from themisto.building.card_reading import read_data_files
 from themisto.building.prompts import RenderOptions
 from themisto.building.selection import SelectionOptions, select
@@ -252,6 +252,7 @@ def _build_locked(
             files=files,
             sources=sources,
         )
+        summary.attributions, summary.author_pythons = source_notes(paths)
         showcase = _showcase_row(staged / files[OUTPUT_PREDICTION + RUNTIME_SUFFIX]["test"])
         (staged / "README.md").write_text(dataset_card(summary, license_id, staged, showcase), encoding="utf-8")
         _replace_build(staged, out_dir)

@@ -6,7 +6,9 @@
     without runtime = head + question
 
 so the two differ exactly by the runtime block, which is also returned on its
-own (the dataset's ``runtime_text``). The block is never empty: a session with
+own (the dataset's ``runtime_text``). A prompt ends at its question's last visible character: the line
+break before the answer is :data:`~themisto.vocabulary.TARGET_DELIMITER`, which the tasks put before the
+target, so no whitespace of the prompt merges with the target's own in a token. The block is never empty: a session with
 no variables says so, so the runtime condition always visibly carries the
 snapshot. Its header gives the number of variables, the kernel's memory and the
 execution time of the previous cell (the paper's runtime fields: execution
@@ -40,9 +42,10 @@ first, their descriptions whole; when even they do not fit, their reprs are cut 
 :data:`MIN_REPR_CHARS`, then, for a variable that has a description, to nothing) until they do.
 ``descriptions=False`` renders the block without descriptions (type, size, shape/len and repr alone, for
 ablations). Importance (:func:`rank_variables`): first the variables the target cell's code refers to
-(output prediction; for next-cell prediction the code is unknown), then the most recently changed ones (by the
-step at which their description last changed), ties by snapshot order; never by
-name alone. The kept variables are listed in snapshot order.
+(output prediction; for next-cell prediction the code is unknown), then data (frames, arrays, containers,
+scalars, other objects) before code (functions, methods, classes, modules: :func:`is_code_object`), each
+the most recently changed first (by the step at which their description last changed), ties by snapshot
+order; never by name alone. The kept variables are listed in snapshot order.
 
 :func:`shown_variables` reads a block back: the variables it shows, as a model
 sees them.
@@ -58,7 +61,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from themisto.building.history import Example, HistoryCell
+from themisto.building.history import AUTHOR_PYTHON, Example, HistoryCell
 from themisto.declaration import at_least, check_declared, option
 from themisto.trajectory import Variable
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER
@@ -72,6 +75,10 @@ PROMPT_REPR_TRUNCATION_MARK = "…[truncated]"
 MIN_REPR_CHARS = 40
 # Room for what closes a block that leaves variables out: the count line, JSON's brackets and count.
 _CLOSING_CHARS = 48
+# The types of variables that hold code: shown after the data in a block that cannot show everything.
+CODE_TYPES = frozenset(
+    {"function", "builtin_function_or_method", "method", "type", "module", "functools.partial", "classmethod"}
+)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # IPython lines that are not Python: magics (%, %%), shell escapes (!) and help (?name)
 _IPYTHON_LINE = re.compile(r"^\s*(%|!|\?)")
@@ -152,6 +159,7 @@ def render_pairs(examples: Sequence[Example], options: RenderOptions, head: str 
         question = _QUESTIONS[example.task]
         if example.task == OUTPUT_PREDICTION:
             question += fence(example.code, "python")
+        question = question.rstrip()  # the line break before the answer is the task's TARGET_DELIMITER
         block = None
         if options.runtime_format != "referenced":
             shared = shared or _runtime_block(first, options, reads=frozenset())
@@ -190,8 +198,16 @@ def render_environment(environment: Sequence[tuple[str, str]]) -> str:
     """The line naming the kernel's Python and libraries (``("python", "3.12.3")`` first); "" when unknown."""
     if not environment:
         return ""
-    named = [f"{'Python' if name == 'python' else name} {version}" for name, version in environment]
-    return f"The kernel ran {', '.join(named)}.\n\n"
+    named = [
+        f"{'Python' if name == 'python' else name} {version}" for name, version in environment if name != AUTHOR_PYTHON
+    ]
+    author = dict(environment).get(AUTHOR_PYTHON)
+    note = (
+        f" The notebook's author ran Python {author}: the outputs were recorded again under the versions above."
+        if author
+        else ""
+    )
+    return f"The kernel ran {', '.join(named)}.{note}\n\n"
 
 
 def referencing_code(example: Example, options: RenderOptions) -> list[str]:
@@ -352,13 +368,24 @@ def _render_runtime(
 
 
 def rank_variables(variables: list[Variable], reads: Collection[str], changed: Sequence[int] | None) -> list[int]:
-    """The indices of ``variables``, most important first: those in ``reads``, then the most recently changed.
+    """The indices of ``variables``, most important first: those in ``reads``, then data before code
+    (:func:`is_code_object`), each the most recently changed first.
 
     ``changed`` gives, per variable, the step at which it last changed (None: no
     recency known); ties keep snapshot order.
     """
     recency = changed if changed is not None else [0] * len(variables)
-    return sorted(range(len(variables)), key=lambda i: (variables[i].name not in reads, -recency[i], i))
+    return sorted(
+        range(len(variables)),
+        key=lambda i: (variables[i].name not in reads, is_code_object(variables[i]), -recency[i], i),
+    )
+
+
+def is_code_object(variable: Variable) -> bool:
+    """Whether a variable holds code rather than data: a function, method, class or module, whose entry
+    (``<function f at 0x?>``) says nothing the cell's code does not; frames, arrays, containers, scalars and
+    other objects are data."""
+    return variable.type in CODE_TYPES or variable.type.endswith("Meta")
 
 
 def _fitting(

@@ -21,7 +21,8 @@ from themisto.building.history import example_id, target_stable
 from themisto.declaration import at_least, check_declared, option, within
 from themisto.exceptions import InputError, OptionError, TrajectoryError
 from themisto.progress import Progress
-from themisto.trajectory import Step, is_image_only, iter_steps
+from themisto.recording.fidelity import Fidelity
+from themisto.trajectory import IMAGE_PLACEHOLDER, Step, invented_error, is_image_only, iter_steps
 from themisto.vocabulary import OUTPUT_PREDICTION, TASKS
 
 SAMPLES = ("paper", "all")
@@ -30,6 +31,15 @@ SHARED, SEPARATE = "shared", "separate"
 TASK_SAMPLES = (SEPARATE, SHARED)
 # A matplotlib figure's text stand-in, printed when a figure is a cell's value but not drawn inline.
 FIGURE_TEXT = re.compile(r"<Figure size \d+(?:\.\d+)?x\d+(?:\.\d+)? with \d+ Axes>")
+# What a plotting call returns beside the picture it draws: the axes, a seaborn grid, artists (a list of them too),
+# a title's Text, a figure; matched with the address as recorded or masked (``at 0x?``).
+_PLOT_OBJECT = (
+    r"<(?:Axes|AxesSubplot|Axes3D|PolarAxes)\b[^\n]*>"
+    r"|<[\w.]*(?:matplotlib|seaborn|mpl_toolkits)\.[\w.]+ (?:object )?at 0x[0-9a-fA-F?]+>"
+    r"|<\w*Container object of \d+ artists>|Text\([^\n]*\)|<Figure size [^\n]*>"
+)
+# a line of them: one, or a list's items (pandas and IPython break a long list over lines: "[<a>,", " <b>]")
+PLOT_OBJECT_LINE = re.compile(rf"[ \t]*\[?(?:{_PLOT_OBJECT})(?:,[ \t]*(?:{_PLOT_OBJECT}))*,?\]?")
 # Examples drawn from the target-length quartiles Q1, Q2+Q3 and Q4 (the paper's 10/180/10).
 PAPER_STRATA = (10, 180, 10)
 # The paper's selected cells had at least five earlier actions: min_history's default with sample="paper".
@@ -50,6 +60,11 @@ class SelectionOptions:
     )
     seed: int = option(0, "seed of the paper sample")
     include_errors: bool = option(False, "keep steps whose output is an exception (excluded by default)")
+    include_invented_errors: bool = option(
+        False,
+        "with --include-errors, keep also the errors a replay raised where the source's stored output shows "
+        "none (excluded by default: an error of the replay, not of the author's session)",
+    )
     include_images: bool = option(
         False,
         "keep steps whose output shows only images (plots) as output-prediction targets (excluded by default)",
@@ -97,6 +112,11 @@ class SelectionOptions:
         False,
         "keep output-prediction targets of cells that measure time and print a duration (excluded by default)",
     )
+    original_history: bool = option(
+        False,
+        "show each history cell with the output its source stored (a notebook's own outputs, a log's "
+        "original_output) where there is one, the replay's elsewhere; targets stay the replay's",
+    )
     mask_machine_text: bool = option(
         True,
         "show outputs as recorded: by default kernel pids (ipykernel_<pid>), random temp names (tmp<random>) "
@@ -119,8 +139,10 @@ class StepStats:
     code_chars: int
     output_chars: int
     is_error: bool
+    invented_error: bool  # an error the source's stored output does not show (invented_error)
     recording_stopped: bool  # a recorder artefact (Step.recording_stopped), never a target
     image_only: bool  # the output shows nothing but images (is_image_only)
+    plot_object: bool  # the output is images and the plot objects drawn there (is_plot_output)
     figure_text: bool  # the output is nothing but figures' text stand-ins (is_figure_text)
     timing: bool  # the step measures time and its output shows a duration (shows_timing)
     stable: bool | None  # the step's output, as ``Step.stable``
@@ -153,6 +175,9 @@ class Selection:
     trajectories: int
     steps: int
     errors: int
+    invented_errors: int  # errors the sources' stored outputs do not show (invented_error)
+    plot_objects: int  # outputs of images and the plot objects drawn (is_plot_output)
+    fidelity: Fidelity  # the recorded outputs against the sources' stored ones
     max_code_chars: float
     max_output_chars: float
     tasks: dict[str, TaskSelection] = field(default_factory=dict)
@@ -161,8 +186,9 @@ class Selection:
 
 def scan(
     paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None
-) -> tuple[list[StepStats], dict[Path, str]]:
-    """First pass: lengths and flags of every step, in trajectory-file order, and the invalid files skipped.
+) -> tuple[list[StepStats], dict[Path, str], Fidelity]:
+    """First pass: lengths and flags of every step, in trajectory-file order, the invalid files skipped and
+    the replay's fidelity to the sources' stored outputs over the valid files.
 
     Output lengths are those of the output as a model is shown it (masked, with ``options.mask_machine_text``).
     A file that breaks the step schema or repeats a step number is skipped
@@ -176,10 +202,12 @@ def scan(
     stats: list[StepStats] = []
     skipped: dict[Path, str] = {}
     seen: set[str] = set()
+    faithful: list[Fidelity] = []
     for done, path in enumerate(paths):
         if progress is not None:
             progress("select", done, len(paths))
         mine: dict[str, StepStats] = {}
+        compared = Fidelity(steps=0, exact=0, norm=0)
         previous: Step | None = None
         try:
             for step in iter_steps(path):
@@ -191,14 +219,17 @@ def scan(
                         f"{path}: step {key} has the state_hash of the step before, not its variables'"
                     )
                 previous = step
+                compared.add(step)
                 mine[key] = StepStats(
                     key,
                     step.step,
                     len(step.code),
                     len(mask(step.output) if options.mask_machine_text else step.output),
                     step.error is not None,
+                    invented_error(step),
                     step.recording_stopped,
                     is_image_only(step.output),
+                    is_plot_output(step.output),
                     is_figure_text(step.output),
                     shows_timing(step.code, step.output),
                     step.stable,
@@ -213,14 +244,15 @@ def scan(
                 raise InputError(f"{path}: step {key} occurs twice (duplicate trajectory id or step number)")
             seen.add(key)
         stats.extend(mine.values())
+        faithful.append(compared)
     if progress is not None:
         progress("select", len(paths), len(paths))
-    return stats, skipped
+    return stats, skipped, Fidelity.total(faithful)
 
 
 def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress | None = None) -> Selection:
     """Apply the selection protocol and return the chosen example ids per task."""
-    stats, skipped = scan(paths, options, progress)
+    stats, skipped, faithful = scan(paths, options, progress)
     if not stats:
         if skipped:
             first = next(iter(skipped.values()))
@@ -242,6 +274,7 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         if s.code_chars <= max_code
         and s.output_chars <= max_output
         and (options.include_errors or not s.is_error)
+        and (options.include_invented_errors or not s.invented_error)
         and not s.recording_stopped
         and (not options.stable_only or s.stable is True)
     ]
@@ -249,6 +282,9 @@ def select(paths: Sequence[Path], options: SelectionOptions, progress: Progress 
         trajectories=len({s.example_id.rsplit("/", 1)[0] for s in stats}),
         steps=len(stats),
         errors=sum(s.is_error for s in stats),
+        invented_errors=sum(s.invented_error for s in stats),
+        plot_objects=sum(s.plot_object for s in stats),
+        fidelity=faithful,
         max_code_chars=max_code,
         max_output_chars=max_output,
         skipped=skipped,
@@ -285,8 +321,21 @@ def _task_eligible(stats: StepStats, task: str, options: SelectionOptions) -> bo
         return False
     if task != OUTPUT_PREDICTION:
         return True
-    image = stats.image_only or (options.figure_text_as_image and stats.figure_text)
+    image = stats.image_only or stats.plot_object or (options.figure_text_as_image and stats.figure_text)
     return (options.include_images or not image) and (options.include_timing or not stats.timing)
+
+
+def is_plot_output(output: str) -> bool:
+    """Whether an output is images and the objects the plotting call returned (``<Axes: ...>``, a seaborn
+    ``FacetGrid``, a list of ``Line2D``, a title's ``Text(...)``), one per line beside an ``<image/...>``
+    placeholder: a target that says what was drawn no more than the image alone does."""
+    lines = output.split("\n")
+    images = [line for line in lines if IMAGE_PLACEHOLDER.fullmatch(line)]
+    return (
+        bool(images)
+        and len(images) < len(lines)
+        and all(IMAGE_PLACEHOLDER.fullmatch(line) or PLOT_OBJECT_LINE.fullmatch(line) for line in lines)
+    )
 
 
 def is_figure_text(output: str) -> bool:

@@ -21,3 +21,7 @@ class BuildSummary:
     # the source files (a notebook, an event log, the Zenodo record's files) the provenance of the
     # trajectories names, one per session; None for a trajectory without provenance
     sources: list[str | None] = field(default_factory=list)
+    # the licence and attribution notes of the sources' folders (their ATTRIBUTION.md), each once
+    attributions: list[str] = field(default_factory=list)
+    # per Python version a source notebook's author ran, other than the recording kernel's: its trajectories
+    author_pythons: dict[str, int] = field(default_factory=dict)

@@ -80,7 +80,12 @@ class EvalOptions:
         default_text=f"the group {LM_EVAL_GROUP}, all four tasks",
     )
     limit: int | float | None = option(
-        None, "at most N examples per task (a fraction if < 1)", metavar="N", parse=_limit, check=positive
+        None,
+        "N examples per task (a fraction if < 1): a seeded sample spread over the trajectories in proportion"
+        " to their rows, the same rows in every arm (not lm-eval's first N)",
+        metavar="N",
+        parse=_limit,
+        check=positive,
     )
     output: str = option(
         DEFAULT_RUN_DIR,

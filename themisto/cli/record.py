@@ -15,6 +15,7 @@ from themisto.cli.options import (
 from themisto.declaration import add_declared_arguments, declared_values
 from themisto.kernel import ENVIRONMENT, TRUST
 from themisto.recording.options import RECORDED, RUN_CONTROL, RecordOptions
+from themisto.recording.sources import SourceTrajectory
 from themisto.run_options import RunOptions
 
 # What the options recorded beyond the environment decide: how much of each step is kept, which cells run.
@@ -80,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
         def report_failure(trajectory_id: str, error: Exception) -> None:
             bars.write(f"{trajectory_id}: failed: {error_line(error, args.option_flags)}")
 
+        def report_skipped(source: SourceTrajectory) -> None:
+            bars.write(f"warning: {source.source}: no code cells to run, skipped")
+
         record_source(
             args.sources,
             args.output,
@@ -90,5 +94,6 @@ def run(args: argparse.Namespace) -> int:
             failed=report_failure,
             chosen=chosen,
             steps=bars,
+            skipped=report_skipped,
         )
     return 0

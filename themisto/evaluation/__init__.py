@@ -6,6 +6,7 @@ In: a dataset folder or Hub id. Out: lm-eval result files and per-sample logs
 - :mod:`~themisto.evaluation.data`: where the build is found, how a config is loaded
 - :mod:`~themisto.evaluation.harness`: :func:`evaluate` and the Themisto-only task manager
 - :mod:`~themisto.evaluation.model_args`: model arguments checked before loading, the short name of a run
+- :mod:`~themisto.evaluation.limit`: ``--limit`` as a seeded sample spread over the trajectories
 - :mod:`~themisto.evaluation.baselines`: reference predictors registered as lm-eval models
 - :mod:`~themisto.evaluation.metrics`: exact match, ROUGE-L, chrF per sample
 - :mod:`~themisto.evaluation.answers`: answer post-processing (fenced code blocks)

@@ -32,6 +32,18 @@ They show what the tasks reward without a language model:
   the code), else the output of an expression of literals, else nothing;
   next-cell prediction repeats the latest executed cell (see
   :func:`heuristic_next_cell`).
+- ``themisto-similar-cell``, a floor for notebooks without re-runs (where the
+  heuristic's identical earlier cell seldom exists): output prediction copies
+  the output of the earlier history cell whose code is most like the target
+  cell's (rapidfuzz ``ratio`` at least :data:`SIMILAR_CODE`, the latest of
+  equals), next-cell prediction the cell that followed the earlier cell most
+  like the last one; else the heuristic's answer.
+- ``themisto-shape-majority``, the other such floor: the most frequent target
+  among the *other* requests of the task whose code has the same shape
+  (:func:`code_shape`: names, numbers and strings abstracted, so ``df.head()``
+  and ``sales.head()`` share one); for next-cell prediction, whose last
+  history cell has the same shape; else the heuristic's answer. Leaving the
+  example itself out keeps its own target from voting for it.
 
 Each reads the request's ``doc`` (the dataset row), not the rendered prompt,
 and cuts its answer at the task's stop sequences, as a generating model's
@@ -67,6 +79,8 @@ from themisto.vocabulary import (
     REPEAT_LAST_BASELINE,
     REPR_ECHO_BASELINE,
     RESTART_MARKER,
+    SHAPE_MAJORITY_BASELINE,
+    SIMILAR_CELL_BASELINE,
     STATE_LOOKUP_BASELINE,
 )
 
@@ -234,6 +248,85 @@ class HeuristicBaseline(_RowBaseline):
 
     def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
         return heuristic_answer(doc, next_cell)
+
+
+# How alike two cells' code must be (rapidfuzz ratio, 0-100) for one's output to stand for the other's.
+SIMILAR_CODE = 60.0
+
+
+@register_model(SIMILAR_CELL_BASELINE)
+class SimilarCellBaseline(_RowBaseline):
+    """The output of the most similar earlier cell (next cell: what followed it); else the heuristic."""
+
+    name = SIMILAR_CELL_BASELINE
+
+    def answer(self, doc: dict[str, Any], next_cell: bool) -> str:
+        cells = executed_cells(doc["history"])
+        if next_cell:
+            found = most_similar(cells[-1]["code"], cells[:-1]) if cells else None
+            return cells[found + 1]["code"] if found is not None else heuristic_next_cell(cells)
+        found = most_similar(doc["code"], cells)
+        return cells[found]["output"] if found is not None else heuristic_output(doc["code"], cells)
+
+
+def most_similar(code: str, cells: list[dict[str, str]]) -> int | None:
+    """The index of the cell whose code is most like ``code`` (at least :data:`SIMILAR_CODE`), latest of equals."""
+    from rapidfuzz import fuzz
+
+    best, found = SIMILAR_CODE, None
+    for index, cell in enumerate(cells):
+        score = fuzz.ratio(code, cell["code"])
+        if score >= best:
+            best, found = score, index
+    return found
+
+
+@register_model(SHAPE_MAJORITY_BASELINE)
+class ShapeMajorityBaseline(_Baseline):
+    """The most frequent target among the task's other requests of the same code shape; else the heuristic."""
+
+    name = SHAPE_MAJORITY_BASELINE
+
+    def answers(self, requests: list[Instance]) -> list[str]:
+        kinds = [is_next_cell_task(request.task_name) for request in requests]
+        keys = [(request.task_name, shape_key(request.doc, kind)) for request, kind in zip(requests, kinds)]
+        targets: dict[tuple[str, str], Counter[str]] = {}
+        for key, request in zip(keys, requests, strict=True):
+            targets.setdefault(key, Counter())[request.doc["target"]] += 1
+        answers = []
+        for key, request, next_cell in zip(keys, requests, kinds, strict=True):
+            others = targets[key] - Counter({request.doc["target"]: 1})  # the example's own target does not vote
+            answers.append(others.most_common(1)[0][0] if others else heuristic_answer(request.doc, next_cell))
+        return answers
+
+
+def shape_key(doc: dict[str, Any], next_cell: bool) -> str:
+    """What the shape majority groups a row by: its code's shape, or for next cell its last history cell's."""
+    if not next_cell:
+        return code_shape(doc["code"])
+    cells = executed_cells(doc["history"])
+    return code_shape(cells[-1]["code"]) if cells else ""
+
+
+_STRING = re.compile(
+    r"""[rbfuRBFU]{0,2}(?:'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")""", re.DOTALL
+)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+# Names a shape keeps: what a cell calls or says decides what it shows (print, len, ...), not what it names.
+_KEPT_NAMES = frozenset(
+    {"print", "len", "type", "sum", "min", "max", "sorted", "list", "dict", "set", "tuple", "range", "str", "int",
+     "float", "round", "abs", "isinstance", "import", "from", "as", "for", "in", "if", "else", "def", "return",
+     "lambda", "True", "False", "None", "and", "or", "not", "with", "class"}
+)  # fmt: skip
+
+
+def code_shape(code: str) -> str:
+    """``code`` with its strings, numbers and names (but attributes and :data:`_KEPT_NAMES`) abstracted and
+    blanks collapsed: ``df.head(3)`` and ``sales.head(10)`` have the shape ``_.head(0)``."""
+    text = _NUMBER.sub("0", _STRING.sub("''", code))
+    text = _NAME.sub(lambda name: name[0] if name[0] in _KEPT_NAMES else "_", text)
+    return " ".join(text.split())
 
 
 def heuristic_answer(doc: dict[str, Any], next_cell: bool) -> str:

@@ -28,11 +28,13 @@ from themisto.filesystem import prepare_output_folder
 from themisto.vocabulary import (
     ANSWER_FILTER,
     BASELINES,
+    BPB_GROUP,
     BPB_SUFFIX,
     BPB_TASKS,
     COMPRESSION_BASELINE,
     DATA_KEY,
     DEFAULT_SPLIT,
+    GROUP_TASKS,
     LM_EVAL_GROUP,
     LM_EVAL_TASKS,
     PLACEBO_SUFFIX,
@@ -69,6 +71,20 @@ def task_manager(data: str | None = None, split: str = DEFAULT_SPLIT) -> TaskMan
     return TaskManager(include_path=str(tasks_path()), include_defaults=False, metadata=metadata)
 
 
+def limit_samples(tasks: Sequence[str], limit: int | float, data: str | None, split: str) -> dict[str, list[int]]:
+    """lm-eval's ``samples`` for a ``limit``: per task (groups expanded), the rows of a sample spread over the
+    trajectories (:func:`~themisto.evaluation.limit.spread_sample`), the same for every arm of a task."""
+    from themisto.evaluation.data import load_task_dataset
+    from themisto.evaluation.limit import spread_sample
+
+    members = {LM_EVAL_GROUP: list(GROUP_TASKS), BPB_GROUP: list(BPB_TASKS)}
+    names = [task for name in tasks for task in members.get(name, [name])]
+    return {
+        name: spread_sample(load_task_dataset(LM_EVAL_TASKS[name], data, split)["test"]["trajectory_id"], limit)
+        for name in dict.fromkeys(names)
+    }
+
+
 def evaluate(
     model: str | LM | TrainableModel,
     model_args: str | dict[str, Any] | None = None,
@@ -99,7 +115,9 @@ def evaluate(
     (:func:`~themisto.evaluation.model_args.short_model_name`: ``SmolLM2-135M`` for
     ``pretrained=HuggingFaceTB/SmolLM2-135M``); the results JSON keeps the full model arguments.
     ``output_path`` is created and proved
-    writable before anything is evaluated. An ``hf`` model runs on the CPU when
+    writable before anything is evaluated. ``limit`` (a count, or a fraction below 1) scores a seeded
+    sample spread over the trajectories (:mod:`themisto.evaluation.limit`), not lm-eval's first rows;
+    the results' ``samples`` entry names the rows each task scored. An ``hf`` model runs on the CPU when
     there is no CUDA device and neither ``device`` nor the model arguments name one.
     ``kwargs`` go to ``simple_evaluate`` (``batch_size``,
     ``apply_chat_template``, ``gen_kwargs``, ...). Returns None on the
@@ -116,6 +134,7 @@ def evaluate(
     unknown = [name for name in tasks if name not in manager.all_tasks]
     if unknown:
         raise InputError(f"unknown task(s) {', '.join(unknown)} (choose from {', '.join(manager.all_tasks)})")
+    samples = None if limit is None else limit_samples(tasks, limit, data, split)
     if isinstance(model, str) and kwargs.get("device") is None:
         kwargs["device"] = _default_device(model_class(model), model_args)
     output = Path(output_path) if output_path is not None else None
@@ -140,7 +159,7 @@ def evaluate(
                     model=model,
                     model_args=model_args,
                     tasks=tasks,
-                    limit=limit,
+                    samples=samples,
                     task_manager=manager,
                     evaluation_tracker=tracker,
                     log_samples=True,

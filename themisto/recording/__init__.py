@@ -11,6 +11,7 @@ recorder's step loop) is :mod:`themisto.kernel`, shared with exec-score.
 - :mod:`~themisto.recording.options`: the recording options: the kernel's, and what a recording adds
 - :mod:`~themisto.recording.record`: a whole corpus: resume, shards, a pool of kernels
 - :mod:`~themisto.recording.stability`: re-execution: determinism ceiling and replay fidelity
+- :mod:`~themisto.recording.fidelity`: a replay against its source's stored outputs: exact, normalised, unknown
 - :mod:`~themisto.recording.instability`: the causes named for a step whose output does not reproduce
 - :mod:`~themisto.recording.zenodo`: the importer of the published record
 """

@@ -39,9 +39,9 @@ from themisto.provenance import (
     sidecar,
     write_provenance,
 )
+from themisto.recording.fidelity import excerpts
 from themisto.recording.options import RecordOptions
 from themisto.recording.sources import Execute, SourceTrajectory, read_sources
-from themisto.recording.stability import excerpts
 from themisto.run_options import RunOptions, select_shard
 from themisto.trajectory import Step, TrajectoryWriter, Variable, read_trajectory, repair_tail
 
@@ -85,11 +85,16 @@ def record_trajectory(
     returns what was recorded.
     """
     if not source.executions:
-        raise SourceError(f"{source.source}: no code cells to run, so no trajectory was written")
+        raise nothing_to_run(source)
     path = Path(out_dir) / f"{source.trajectory_id}.jsonl"
     what = f"trajectory {path}"
     with ExclusiveLock(unreachable_lock_path(path), what), ExclusiveLock(lock_path(path), what) as lock:
         return _record_locked(source, path, options, chosen, counter, lock, stop)
+
+
+def nothing_to_run(source: SourceTrajectory) -> SourceError:
+    """The error of a source without code to run (a notebook of prose alone)."""
+    return SourceError(f"{source.source}: no code cells to run, so no trajectory was written")
 
 
 def unreachable_lock_path(path: Path) -> Path:
@@ -311,6 +316,7 @@ def record_source(
     failed: Callable[[str, Exception], None] | None = None,
     chosen: Collection[str] | None = None,
     steps: Progress | None = None,
+    skipped: Callable[[SourceTrajectory], None] | None = None,
 ) -> list[Path]:
     """Record every trajectory of the given notebooks, logs or folders; returns the trajectory files.
 
@@ -323,6 +329,8 @@ def record_source(
     failure does not stop the others, and is raised once all have finished
     (the error itself if it is the only one). ``chosen``: see :func:`record_trajectory`. ``steps``
     follows the steps recorded across the whole corpus (see :class:`~themisto.progress.ProgressCounter`).
+    A source with nothing to run (a notebook of prose alone) is left out and passed to ``skipped``, so
+    one such notebook does not fail a batch; when every source is so, the first one's error is raised.
 
     The output folder is checked before any kernel starts (it can be created
     and written, and takes the file names; see
@@ -340,6 +348,13 @@ def record_source(
     RunOptions(jobs, shard)  # checks both
     check_options(options)
     sources = select_shard(read_sources(paths, options.skip_pattern, options.notebook_order), shard)
+    runnable = [source for source in sources if source.executions]
+    if sources and not runnable:
+        raise nothing_to_run(sources[0])
+    for source in sources:
+        if not source.executions and skipped is not None:
+            skipped(source)
+    sources = runnable
     for source in sources:
         kernel_workdir(source, options)  # a remote source without --workdir fails before any kernel starts
     counter = None if steps is None else ProgressCounter("record", sum(len(s.executions) for s in sources), steps)

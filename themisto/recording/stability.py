@@ -10,7 +10,8 @@ perfect, can match an unstable target exactly.
 
 Fidelity needs no extra run: for steps that carry the ``original_output`` of
 the source (a JuNE log's ``finished_execute``, a notebook cell's stored outputs), the recorded
-re-execution is compared with what the original session printed.
+re-execution is compared with what the original session printed
+(:mod:`themisto.recording.fidelity`: exact, after declared normalisations, unknown).
 
 Each trajectory is replayed with the options it was recorded with, read from
 its provenance (:mod:`themisto.provenance`), and annotated copies
@@ -46,13 +47,13 @@ from themisto.kernel import (
 )
 from themisto.progress import Progress, ProgressCounter
 from themisto.provenance import copy_provenance, read_provenance
+from themisto.recording.fidelity import Fidelity, fidelity
 from themisto.recording.instability import instability_causes
 from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, read_trajectory, trajectory_files, write_trajectory
 from themisto.vocabulary import INSTABILITY_CAUSES
 
 SUMMARY_FILE = "stability.json"
-EXCERPT_CHARS = 60  # characters of each side shown around a first divergence, a quarter of them before it
 
 
 # --- replay and comparison -----------------------------------------------------------------
@@ -108,78 +109,6 @@ def annotate(steps: Sequence[Step], runs: Sequence[Sequence[str]]) -> list[Step]
     return annotated
 
 
-# --- fidelity ------------------------------------------------------------------------------
-
-
-@dataclass
-class Divergence:
-    """The first step whose re-executed output differs from the original log's."""
-
-    step: int
-    cell_id: str
-    replayed: str  # excerpt around the first differing character
-    original: str
-    stable: bool | None  # whether the step itself reproduces (False: the difference may be chance)
-
-
-@dataclass
-class Fidelity:
-    """How far a replay of a log matches the outputs the original session printed."""
-
-    steps: int  # steps that carry an original output
-    exact: int  # of which the re-executed output is identical
-    norm: int  # identical after normalisation
-    first_divergence: Divergence | None = None
-    first_divergence_norm: Divergence | None = None
-
-    @property
-    def exact_share(self) -> float:
-        return self.exact / self.steps
-
-    @property
-    def norm_share(self) -> float:
-        return self.norm / self.steps
-
-
-def fidelity(steps: Iterable[Step]) -> Fidelity | None:
-    """Compare each step's recorded output with its ``original_output``; None when no step has one."""
-    result: Fidelity | None = None
-    for step in steps:
-        if step.original_output is None:
-            continue
-        result = result or Fidelity(steps=0, exact=0, norm=0)
-        result.steps += 1
-        if step.output == step.original_output:
-            result.exact += 1
-            result.norm += 1
-            continue
-        if result.first_divergence is None:
-            result.first_divergence = divergence(step)
-        if normalize_output(step.output) == normalize_output(step.original_output):
-            result.norm += 1
-        elif result.first_divergence_norm is None:
-            result.first_divergence_norm = divergence(step)
-    return result
-
-
-def divergence(step: Step) -> Divergence:
-    """Describe how a step's output differs from its original output."""
-    replayed, original = excerpts(step.output, step.original_output or "")
-    return Divergence(step.step, step.cell_id, replayed, original, step.stable)
-
-
-def excerpts(a: str, b: str, width: int = EXCERPT_CHARS) -> tuple[str, str]:
-    """``width`` characters of each text around their first difference (a quarter before it); ``…`` marks a cut."""
-    begin = max(0, len(os.path.commonprefix([a, b])) - width // 4)
-
-    def cut(text: str) -> str:
-        head = "…" if begin else ""
-        tail = "…" if begin + width < len(text) else ""
-        return head + text[begin : begin + width] + tail
-
-    return cut(a), cut(b)
-
-
 # --- summaries -----------------------------------------------------------------------------
 
 
@@ -232,11 +161,11 @@ class StabilityReport:
         return {cause: total[cause] for cause in INSTABILITY_CAUSES if total[cause]}
 
     def fidelity(self) -> Fidelity | None:
-        """Fidelity over all steps that carry an original output (no divergence listed)."""
+        """Fidelity over all steps, those without an original output counted as unknown (no divergence listed)."""
         parts = [t.fidelity for t in self.trajectories if t.fidelity is not None]
         if not parts:
             return None
-        return Fidelity(sum(p.steps for p in parts), sum(p.exact for p in parts), sum(p.norm for p in parts))
+        return Fidelity.total(parts)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as the JSON object of ``stability.json``."""

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import json
 
-from themisto.recording.stability import Divergence, Fidelity, StabilityReport
+from themisto.recording.fidelity import Divergence, Fidelity
+from themisto.recording.stability import StabilityReport
 
 
 def render_table(report: StabilityReport) -> str:
     """A plain-text table of the report: one row per trajectory, the ceiling, and first divergences."""
-    header = ("trajectory", "steps", "stable", "norm", "fidelity", "fid.norm", "causes (unstable steps)")
+    header = (
+        "trajectory",
+        "steps",
+        "stable",
+        "norm",
+        "fidelity",
+        "fid.norm",
+        "unknown",
+        "invented",
+        "causes (unstable steps)",
+    )
     rows = [header]
     for t in report.trajectories:
         rows.append(
@@ -51,7 +62,7 @@ def render_table(report: StabilityReport) -> str:
             f" ({_percent(report.ceiling(normalised=True))} after normalisation)"
             f" over the recording and {report.runs} re-execution(s)"
         )
-    divergences = [(t.file, t.fidelity) for t in report.trajectories if t.fidelity is not None]
+    divergences = [(t.file, t.fidelity) for t in report.trajectories if t.fidelity is not None and t.fidelity.steps]
     if divergences:
         lines.append("first divergence from the original log:")
         for name, result in divergences:
@@ -64,11 +75,17 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _fidelity_cells(result: Fidelity | None) -> tuple[str, str]:
-    """The exact and normalised fidelity cells of a row."""
+def _fidelity_cells(result: Fidelity | None) -> tuple[str, str, str, str]:
+    """The exact and normalised fidelity cells of a row (of the steps compared), the steps with no original
+    output to compare (unknown) and the errors the replay invented."""
     if result is None:
-        return "-", "-"
-    return _percent(result.exact_share), _percent(result.norm_share)
+        return "-", "-", "-", "-"
+    return (
+        _percent(result.exact_share),
+        _percent(result.norm_share),
+        str(result.unknown),
+        str(result.invented_errors),
+    )
 
 
 def _causes_cell(causes: dict[str, int]) -> str:

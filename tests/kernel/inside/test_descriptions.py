@@ -87,12 +87,15 @@ def test_both_prompts_of_a_pair_name_the_kernels_python_and_libraries(wide_build
     trajectory, root = wide_build
     out = root / "build-environment"
     build_dataset([trajectory], out, SelectionOptions(sample="all", quantile=1.0))
-    line = f"The kernel ran Python {platform.python_version()}, "  # the kernel runs this interpreter
+    line = f"The kernel ran Python {platform.python_version()}"  # the kernel runs this interpreter
     for config in ("output_prediction", "output_prediction_runtime", "next_cell_prediction_runtime"):
         (path,) = (out / config).glob("full-*.parquet")
         for row in pq.read_table(path).to_pylist():
             named = row["prompt"].split("\n\n")[1]
-            assert named.startswith(line) and f"pandas {importlib.metadata.version('pandas')}" in named
+            assert named.startswith(line)
+            # the libraries the kernel's cells imported before the step: numpy and pandas, after the first cell
+            pandas = f"pandas {importlib.metadata.version('pandas')}"
+            assert (pandas in named) == (row["step"] > 0) and "matplotlib" not in named
     bare = root / "bare"
     bare.mkdir(exist_ok=True)
     shutil.copy(trajectory, bare / trajectory.name)  # no provenance beside it: no line, in both arms
@@ -158,6 +161,15 @@ def test_descriptions_of_pandas_and_numpy_objects() -> None:
     assert snapshot.structure([1, "x", 2]) == "items: int | str"
     for plain in (np.int64(3), 5, "text", [], pd.DataFrame, object()):
         assert snapshot.structure(plain) is None
+
+
+def test_an_index_that_does_not_increase_reads_as_its_ends_not_a_range() -> None:
+    shuffled = pd.DataFrame({"v": [1, 2, 3]}, index=pd.Index([2, 0, 1]))
+    assert snapshot.structure(shuffled).endswith("index: Index (int64) first 2, last 1, not sorted")
+    assert snapshot.structure(shuffled.sort_index()).endswith("index: Index (int64) 0 to 2")
+    assert snapshot.structure(shuffled.head(1)).endswith("index: Index (int64) 2")
+    mixed = pd.DataFrame({"v": [1, 2]}, index=pd.Index([1, "a"], dtype=object))  # labels that do not compare
+    assert snapshot.structure(mixed).endswith("index: Index (object) first 1, last 'a', not sorted")
 
 
 def test_a_frame_wider_than_the_cap_lists_the_cap_and_counts_the_rest() -> None:

@@ -331,7 +331,8 @@ def _value_text(value: Any) -> str:
 
 
 def _index_line(index: Any) -> str | None:
-    """``index: RangeIndex 0 to 999`` (or the first and last labels, and the index's name); None: no index."""
+    """``index: RangeIndex 0 to 999`` (the first and last labels, ``first 2, last 1, not sorted`` where they do not
+    increase, and the index's name); None: no index."""
     if index is None or isinstance(index, type):
         return None
     kind = type(index).__name__
@@ -345,7 +346,22 @@ def _index_line(index: Any) -> str | None:
         named = f", step {step}" + named
     dtype = getattr(index, "dtype", None)
     typed = f" ({dtype})" if dtype is not None and kind in ("Index", "CategoricalIndex") else ""
-    return f"index: {kind}{typed} {_value_text(index[0])} to {_value_text(index[length - 1])}{named}"
+    first, last = _value_text(index[0]), _value_text(index[length - 1])
+    if length == 1:
+        labels = first
+    elif _ascending(index):
+        labels = f"{first} to {last}"
+    else:  # "2 to 1" would read as a range: say the labels are the ends of an unsorted index
+        labels = f"first {first}, last {last}, not sorted"
+    return f"index: {kind}{typed} {labels}{named}"
+
+
+def _ascending(index: Any) -> bool:
+    """Whether an index's labels increase (pandas' ``is_monotonic_increasing``); False where it cannot say."""
+    try:
+        return getattr(index, "is_monotonic_increasing", False) is True
+    except Exception:  # noqa: BLE001 -- labels that do not compare (mixed types): not sorted
+        return False
 
 
 def _frame_lines(value: Any, width: int) -> list[str]:
@@ -800,7 +816,20 @@ def announce_snapshot(path: str, done: bool = False) -> None:
 
 # The libraries whose versions the provenance records (and a prompt's environment header names), when
 # installed: those whose output formatting a target depends on (numpy 2 prints ``np.float64(1.0)``).
-LIBRARIES = ("numpy", "pandas", "scipy", "scikit-learn", "matplotlib", "pyarrow", "polars", "torch", "statsmodels")
+LIBRARIES = (
+    "numpy",
+    "pandas",
+    "scipy",
+    "scikit-learn",
+    "matplotlib",
+    "seaborn",
+    "pyarrow",
+    "polars",
+    "torch",
+    "statsmodels",
+    "patsy",
+    "lxml",
+)
 
 
 def versions() -> JsonText:
