@@ -14,6 +14,7 @@ from themisto.reporting.analysis import (
     RUNTIME_ONLY,
     CategorySummary,
     MetricSummary,
+    ModelComparison,
     PairedComparison,
     Report,
 )
@@ -353,6 +354,50 @@ def _comparisons(report: Report) -> list[str]:
     return lines
 
 
+def _models_compared(report: Report) -> list[str]:
+    """Model − model on the same examples: bits per byte per task and arm, then the generative metrics."""
+    if not report.models_compared:
+        return []
+    builds = {c.build for c in report.models_compared}
+    lines = [
+        "## Models compared",
+        "",
+        "Per example, model B's score minus model A's on the examples both scored (paired by `doc.example_id`, "
+        "per task, arm and build); the mean with its 95% CI resampling examples and resampling whole "
+        "trajectories, the trajectory sign-flip p and the MDE (per example where the samples name no "
+        "trajectory). The benchmark *ranks* one model below the other where the quoted interval (whole "
+        "trajectories where known) excludes 0; otherwise it does not separate them at this n. "
+        "Bits per byte: lower is better; the generative metrics: higher is better.",
+    ]
+    header = ["task", *(["build"] if len(builds) > 1 else []), "metric", "model A", "model B", "n", "trajectories"]
+    header += ["A", "B", "B − A [95% CI], examples", "B − A [95% CI], trajectories", "p", "MDE", "the benchmark"]
+    for caption, wanted in (("Bits per byte", True), ("Generative metrics", False)):
+        shown = [c for c in report.models_compared if (c.figures.metric == BPB_METRIC) is wanted]
+        if shown:
+            lines += ["", f"{caption}:", "", *_table(header, [_model_row(c, len(builds) > 1) for c in shown], header.index("n"))]
+    return lines
+
+
+def _model_row(c: ModelComparison, with_build: bool) -> list[str]:
+    """One row of the model comparisons."""
+    f = c.figures
+    return [
+        c.task,
+        *([c.build or DASH] if with_build else []),
+        f.metric,
+        c.model_a,
+        c.model_b,
+        str(f.n),
+        str(f.clusters) if f.clustered_difference is not None else DASH,
+        *_arm_means(f),
+        _interval(f.difference, signed=True),
+        _interval(f.clustered_difference, signed=True),
+        _p_value(f.quoted_p_value),
+        _number(f.mde if f.clustered_mde is None else f.clustered_mde),
+        c.verdict,
+    ]
+
+
 def _breakdowns(report: Report) -> list[str]:
     """Every metric by category column, and with and without duplicates."""
     lines: list[str] = []
@@ -387,6 +432,8 @@ def render_markdown(report: Report) -> str:
     headline = _headline(report)
     lines += [*headline, ""] if headline else []
     lines += [*_how_to_read(), *_scores(report), ""]
+    models = _models_compared(report)
+    lines += [*models, ""] if models else []
     lines += _comparisons(report)
     lines += _breakdowns(report)
     if report.ceilings:

@@ -1,0 +1,111 @@
+"""Models compared: real lm-eval runs of two models on the likelihood tasks, paired model − model in the report."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_report import _interval_text, _p_text, _parse_interval, _section, _table
+
+from themisto.cli import main
+from themisto.reporting.stats import paired_bootstrap_ci, sign_flip_p_value
+
+pytestmark = pytest.mark.slow  # lm-eval runs of the compression control and the tiny GPT-2
+
+RESAMPLES = 2_000
+SECTION = "Models compared"
+ARMS = [f"{family}{arm}_bpb" for family in ("themisto_output", "themisto_next_cell") for arm in ("", "_runtime", "_placebo")]
+COMPRESSION = "themisto-compression"
+
+
+def _eval(runs: Path, build: Path, model: str, *args: str) -> None:
+    """``themisto eval`` of the likelihood group into ``runs`` (exit 0)."""
+    command = ["eval", "--model", model, *args, "--tasks", "themisto_bpb", "-o", str(runs), "--data", str(build)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(command) == 0
+
+
+def _report(*runs: Path) -> str:
+    """``themisto report`` of the run folders (exit 0)."""
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main(["report", *map(str, runs), "--resamples", str(RESAMPLES)]) == 0
+    return stdout.getvalue()
+
+
+def _bpb_by_id(folder: Path, task: str) -> dict[str, tuple[float, str]]:
+    """Per example id, bits per byte from the logged [loglikelihood, bytes] and the trajectory; empty targets left out."""
+    (path,) = folder.glob(f"samples_{task}_2*.jsonl")
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        sample = json.loads(line)
+        loglikelihood, size = sample["bits_per_byte"]
+        if size:
+            found[sample["doc"]["example_id"]] = (-loglikelihood / size / math.log(2), sample["doc"]["trajectory_id"])
+    return found
+
+
+def _rows(markdown: str) -> dict[tuple[str, str, str, str], dict[str, str]]:
+    """The model comparison rows by (task, metric, model A, model B)."""
+    return {(r["task"], r["metric"], r["model A"], r["model B"]): r for r in _table(_section(markdown, SECTION), "task")}
+
+
+@pytest.fixture(scope="module")
+def two_models(data_dir: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The compression control and the tiny random GPT-2 scored on the six likelihood arms of the fixture build."""
+    runs = tmp_path_factory.mktemp("runs")
+    _eval(runs, data_dir, COMPRESSION)
+    _eval(runs, data_dir, "hf", "--model-args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu")
+    (gpt2,) = [folder for folder in runs.iterdir() if folder.name != COMPRESSION]
+    return {"runs": runs, "gpt2": gpt2, "markdown": _report(runs)}
+
+
+def test_the_report_pairs_two_real_models_per_arm_as_the_sample_logs_say(two_models: dict) -> None:
+    rows = _rows(two_models["markdown"])
+    gpt2_name = next(r["model A"] for r in rows.values() if r["model A"] != COMPRESSION)
+    runs = two_models["runs"]
+    assert {key[0] for key in rows} == set(ARMS)
+    for task in ARMS:
+        # Models are sorted: the "/"-path of the GPT-2 folder sorts before "themisto-compression".
+        row = rows[(task, "bits_per_byte", gpt2_name, COMPRESSION)]
+        a_by_id, b_by_id = _bpb_by_id(two_models["gpt2"], task), _bpb_by_id(runs / COMPRESSION, task)
+        ids = [i for i in a_by_id if i in b_by_id]
+        a = np.array([a_by_id[i][0] for i in ids])
+        b = np.array([b_by_id[i][0] for i in ids])
+        clusters = [a_by_id[i][1] for i in ids]
+        assert row["n"] == str(len(ids)) and row["trajectories"] == str(len(set(clusters)))
+        assert (row["A"], row["B"]) == (f"{a.mean():.3f}", f"{b.mean():.3f}")
+        assert row["B − A [95% CI], examples"] == _interval_text(paired_bootstrap_ci(a, b, resamples=RESAMPLES), signed=True)
+        clustered = paired_bootstrap_ci(a, b, clusters=clusters, resamples=RESAMPLES)
+        assert row["B − A [95% CI], trajectories"] == _interval_text(clustered, signed=True)
+        assert row["p"] == _p_text(sign_flip_p_value(b - a, clusters=clusters, resamples=RESAMPLES))
+        # The statement follows the trajectory interval of the direct computation.
+        if clustered.high < 0:
+            expected = f"ranks {COMPRESSION} below {gpt2_name}"
+        elif clustered.low > 0:
+            expected = f"ranks {gpt2_name} below {COMPRESSION}"
+        else:
+            expected = "does not separate them at this n"
+        assert row["the benchmark"] == expected
+
+
+def test_the_same_model_twice_is_not_separated(data_dir: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for runs in (first, second):
+        _eval(runs, data_dir, COMPRESSION)
+    rows = _rows(_report(first, second))
+    assert {key[0] for key in rows} == set(ARMS)
+    for task in ARMS:
+        row = rows[(task, "bits_per_byte", f"{COMPRESSION} ({first / COMPRESSION})", f"{COMPRESSION} ({second / COMPRESSION})")]
+        assert row["B − A [95% CI], trajectories"] == "+0.000 [0.000, 0.000]"
+        assert (row["p"], row["MDE"], row["the benchmark"]) == ("1.000", "–", "does not separate them at this n")
+
+
+def test_one_model_alone_has_no_comparison(data_dir: Path, tmp_path: Path) -> None:
+    _eval(tmp_path, data_dir, COMPRESSION)
+    assert f"## {SECTION}" not in _report(tmp_path)
