@@ -13,13 +13,17 @@ import pytest
 from test_report import _interval_text, _p_text, _parse_interval, _section, _table
 
 from themisto.cli import main
+from themisto.evaluation import evaluate
+from themisto.integrations import model_differences
 from themisto.reporting.stats import paired_bootstrap_ci, sign_flip_p_value
 
 pytestmark = pytest.mark.slow  # lm-eval runs of the compression control and the tiny GPT-2
 
 RESAMPLES = 2_000
 SECTION = "Models compared"
-ARMS = [f"{family}{arm}_bpb" for family in ("themisto_output", "themisto_next_cell") for arm in ("", "_runtime", "_placebo")]
+ARMS = [
+    f"{family}{arm}_bpb" for family in ("themisto_output", "themisto_next_cell") for arm in ("", "_runtime", "_placebo")
+]
 COMPRESSION = "themisto-compression"
 
 
@@ -52,17 +56,24 @@ def _bpb_by_id(folder: Path, task: str) -> dict[str, tuple[float, str]]:
 
 def _rows(markdown: str) -> dict[tuple[str, str, str, str], dict[str, str]]:
     """The model comparison rows by (task, metric, model A, model B)."""
-    return {(r["task"], r["metric"], r["model A"], r["model B"]): r for r in _table(_section(markdown, SECTION), "task")}
+    return {
+        (r["task"], r["metric"], r["model A"], r["model B"]): r for r in _table(_section(markdown, SECTION), "task")
+    }
 
 
 @pytest.fixture(scope="module")
 def two_models(data_dir: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The compression control and the tiny random GPT-2 scored on the six likelihood arms of the fixture build."""
     runs = tmp_path_factory.mktemp("runs")
-    _eval(runs, data_dir, COMPRESSION)
-    _eval(runs, data_dir, "hf", "--model-args", f"pretrained={tiny_model},dtype=float32", "--device", "cpu")
+    results = {
+        name: evaluate(model, model_args, tasks=["themisto_bpb"], data=str(data_dir), output_path=runs)
+        for name, model, model_args in (
+            (COMPRESSION, COMPRESSION, None),
+            ("gpt2", "hf", {"pretrained": str(tiny_model), "dtype": "float32"}),
+        )
+    }
     (gpt2,) = [folder for folder in runs.iterdir() if folder.name != COMPRESSION]
-    return {"runs": runs, "gpt2": gpt2, "markdown": _report(runs)}
+    return {"runs": runs, "gpt2": gpt2, "markdown": _report(runs), "results": results}
 
 
 def test_the_report_pairs_two_real_models_per_arm_as_the_sample_logs_say(two_models: dict) -> None:
@@ -80,7 +91,9 @@ def test_the_report_pairs_two_real_models_per_arm_as_the_sample_logs_say(two_mod
         clusters = [a_by_id[i][1] for i in ids]
         assert row["n"] == str(len(ids)) and row["trajectories"] == str(len(set(clusters)))
         assert (row["A"], row["B"]) == (f"{a.mean():.3f}", f"{b.mean():.3f}")
-        assert row["B − A [95% CI], examples"] == _interval_text(paired_bootstrap_ci(a, b, resamples=RESAMPLES), signed=True)
+        assert row["B − A [95% CI], examples"] == _interval_text(
+            paired_bootstrap_ci(a, b, resamples=RESAMPLES), signed=True
+        )
         clustered = paired_bootstrap_ci(a, b, clusters=clusters, resamples=RESAMPLES)
         assert row["B − A [95% CI], trajectories"] == _interval_text(clustered, signed=True)
         assert row["p"] == _p_text(sign_flip_p_value(b - a, clusters=clusters, resamples=RESAMPLES))
@@ -101,7 +114,9 @@ def test_the_same_model_twice_is_not_separated(data_dir: Path, tmp_path: Path) -
     rows = _rows(_report(first, second))
     assert {key[0] for key in rows} == set(ARMS)
     for task in ARMS:
-        row = rows[(task, "bits_per_byte", f"{COMPRESSION} ({first / COMPRESSION})", f"{COMPRESSION} ({second / COMPRESSION})")]
+        row = rows[
+            (task, "bits_per_byte", f"{COMPRESSION} ({first / COMPRESSION})", f"{COMPRESSION} ({second / COMPRESSION})")
+        ]
         assert row["B − A [95% CI], trajectories"] == "+0.000 [0.000, 0.000]"
         assert (row["p"], row["MDE"], row["the benchmark"]) == ("1.000", "–", "does not separate them at this n")
 
@@ -109,3 +124,26 @@ def test_the_same_model_twice_is_not_separated(data_dir: Path, tmp_path: Path) -
 def test_one_model_alone_has_no_comparison(data_dir: Path, tmp_path: Path) -> None:
     _eval(tmp_path, data_dir, COMPRESSION)
     assert f"## {SECTION}" not in _report(tmp_path)
+
+
+def test_model_differences_give_the_reports_figures_under_stable_keys(two_models: dict) -> None:
+    rows = _rows(two_models["markdown"])
+    gpt2_name = next(r["model A"] for r in rows.values() if r["model A"] != COMPRESSION)
+    results = two_models["results"]
+    flat = model_differences(results["gpt2"], results[COMPRESSION], "compression", resamples=RESAMPLES)
+    figures = ("", "/low", "/high", "/p", "/n", "/ranks")
+    assert set(flat) == {f"themisto/vs/compression/{task}/bits_per_byte{f}" for task in ARMS for f in figures}
+    for task in ARMS:
+        row = rows[(task, "bits_per_byte", gpt2_name, COMPRESSION)]
+        key = f"themisto/vs/compression/{task}/bits_per_byte"
+        # The report's B − A is compression − GPT-2; the flat figures are this (GPT-2) − the reference.
+        estimate, low, high = _parse_interval(row["B − A [95% CI], trajectories"])
+        assert (flat[key], flat[f"{key}/low"], flat[f"{key}/high"]) == pytest.approx((-estimate, -high, -low), abs=6e-4)
+        assert _p_text(flat[f"{key}/p"]) == row["p"] and flat[f"{key}/n"] == float(row["n"])
+        ranks = {"does not separate them at this n": 0.0, f"ranks {COMPRESSION} below {gpt2_name}": 1.0}
+        assert flat[f"{key}/ranks"] == ranks.get(row["the benchmark"], -1.0)
+    # The same run against itself: every difference 0, nothing separated.
+    same = model_differences(results[COMPRESSION], results[COMPRESSION], resamples=RESAMPLES)
+    assert {
+        same[f"themisto/vs/reference/{t}/bits_per_byte{f}"] for t in ARMS for f in ("", "/low", "/high", "/ranks")
+    } == {0.0}

@@ -174,9 +174,7 @@ class ModelComparison:
         if not self.separated:
             return "does not separate them at this n"
         lower, higher = (
-            (self.model_b, self.model_a)
-            if self.figures.quoted_difference.high < 0
-            else (self.model_a, self.model_b)
+            (self.model_b, self.model_a) if self.figures.quoted_difference.high < 0 else (self.model_a, self.model_b)
         )
         return f"ranks {lower} below {higher}"
 
@@ -388,9 +386,7 @@ def _compare_rows(
     return [found[j] for j in sorted(found)]
 
 
-def _pairs(
-    reference: TaskSamples, runtime: TaskSamples, subject: str | None = None
-) -> tuple[_Pairs | None, list[str]]:
+def _pairs(reference: TaskSamples, runtime: TaskSamples, subject: str | None = None) -> tuple[_Pairs | None, list[str]]:
     """Two arms' (or two models') scores aligned by example id, or None with a note on why they cannot be paired."""
     indices = _paired_indices(reference, runtime)
     subject = subject or f"{reference.model}: {reference.label} vs {runtime.label}"

@@ -374,7 +374,12 @@ def _models_compared(report: Report) -> list[str]:
     for caption, wanted in (("Bits per byte", True), ("Generative metrics", False)):
         shown = [c for c in report.models_compared if (c.figures.metric == BPB_METRIC) is wanted]
         if shown:
-            lines += ["", f"{caption}:", "", *_table(header, [_model_row(c, len(builds) > 1) for c in shown], header.index("n"))]
+            lines += [
+                "",
+                f"{caption}:",
+                "",
+                *_table(header, [_model_row(c, len(builds) > 1) for c in shown], header.index("n")),
+            ]
     return lines
 
 
