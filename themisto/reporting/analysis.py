@@ -8,7 +8,8 @@ runtime block) and its placebo arm (another step's block) on the same
 examples; the headline metric, bits per byte of the likelihood tasks, also
 within the ``runtime_only`` stratum and outside it. Metrics are also broken
 down by the dataset's category columns and computed with and without
-duplicate examples.
+duplicate examples. Every two models scored on the same task and build are
+compared the same way, model − model on the examples both scored.
 """
 
 from __future__ import annotations
@@ -147,6 +148,10 @@ class PairedComparison:
         return self.difference if self.clustered_difference is None else self.clustered_difference
 
 
+# The level below which a model comparison's sign-flip p, with an interval excluding 0, separates the models.
+SEPARATING_P = 0.05
+
+
 @dataclass(frozen=True)
 class ModelComparison:
     """One model's score minus another's on one task (arm) and build, paired by ``doc.example_id``.
@@ -164,9 +169,14 @@ class ModelComparison:
 
     @property
     def separated(self) -> bool:
-        """Whether the quoted 95% interval of b − a (whole trajectories where known) excludes 0."""
+        """Whether the quoted 95% interval of b − a (whole trajectories where known) excludes 0, with p < 0.05.
+
+        The p guards the degenerate case: one trajectory resampled gives a zero-width interval, and a
+        sign-flip p of 1.
+        """
         interval = self.figures.quoted_difference
-        return not math.isnan(interval.estimate) and (interval.high < 0 or interval.low > 0)
+        excludes = not math.isnan(interval.estimate) and (interval.high < 0 or interval.low > 0)
+        return excludes and self.figures.quoted_p_value < SEPARATING_P
 
     @property
     def verdict(self) -> str:

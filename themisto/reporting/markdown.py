@@ -173,6 +173,19 @@ def _arm_means(c: PairedComparison) -> list[str]:
     return [_number(c.mean_reference), _number(c.mean_runtime)]
 
 
+def _quoted_cells(c: PairedComparison) -> list[str]:
+    """n, trajectories, the two means, Δ resampling examples and trajectories, the quoted p and MDE."""
+    return [
+        str(c.n),
+        str(c.clusters) if c.clustered_difference is not None else DASH,
+        *_arm_means(c),
+        _interval(c.difference, signed=True),
+        _interval(c.clustered_difference, signed=True),
+        _p_value(c.quoted_p_value),
+        _number(c.mde if c.clustered_mde is None else c.clustered_mde),
+    ]
+
+
 def _headline(report: Report) -> list[str]:
     """The paired bits per byte: every task and contrast, then the runtime_only strata."""
     rows_of = [c for c in report.comparisons if c.metric == BPB_METRIC]
@@ -196,13 +209,7 @@ def _headline(report: Report) -> list[str]:
             c.model,
             c.task,
             c.contrast,
-            str(c.n),
-            str(c.clusters) if c.clustered_difference is not None else DASH,
-            *_arm_means(c),
-            _interval(c.difference, signed=True),
-            _interval(c.clustered_difference, signed=True),
-            _p_value(c.quoted_p_value),
-            _number(c.mde if c.clustered_mde is None else c.clustered_mde),
+            *_quoted_cells(c),
             _number(c.design_effect, 2),
         ]
         for c in overall
@@ -366,12 +373,13 @@ def _models_compared(report: Report) -> list[str]:
         "per task, arm and build); the mean with its 95% CI resampling examples and resampling whole "
         "trajectories, the trajectory sign-flip p and the MDE (per example where the samples name no "
         "trajectory). The benchmark *ranks* one model below the other where the quoted interval (whole "
-        "trajectories where known) excludes 0; otherwise it does not separate them at this n. "
-        "Bits per byte: lower is better; the generative metrics: higher is better.",
+        "trajectories where known) excludes 0 and its sign-flip p is below 0.05; otherwise it does not "
+        "separate them at this n.",
     ]
     header = ["task", *(["build"] if len(builds) > 1 else []), "metric", "model A", "model B", "n", "trajectories"]
     header += ["A", "B", "B − A [95% CI], examples", "B − A [95% CI], trajectories", "p", "MDE", "the benchmark"]
-    for caption, wanted in (("Bits per byte", True), ("Generative metrics", False)):
+    captions = (("Bits per byte (lower is better)", True), ("Generative metrics (higher is better)", False))
+    for caption, wanted in captions:
         shown = [c for c in report.models_compared if (c.figures.metric == BPB_METRIC) is wanted]
         if shown:
             lines += [
@@ -385,20 +393,13 @@ def _models_compared(report: Report) -> list[str]:
 
 def _model_row(c: ModelComparison, with_build: bool) -> list[str]:
     """One row of the model comparisons."""
-    f = c.figures
     return [
         c.task,
         *([c.build or DASH] if with_build else []),
-        f.metric,
+        c.figures.metric,
         c.model_a,
         c.model_b,
-        str(f.n),
-        str(f.clusters) if f.clustered_difference is not None else DASH,
-        *_arm_means(f),
-        _interval(f.difference, signed=True),
-        _interval(f.clustered_difference, signed=True),
-        _p_value(f.quoted_p_value),
-        _number(f.mde if f.clustered_mde is None else f.clustered_mde),
+        *_quoted_cells(c.figures),
         c.verdict,
     ]
 
