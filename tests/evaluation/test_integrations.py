@@ -118,9 +118,11 @@ def test_a_trainer_logs_themisto_scores_at_every_nth_evaluation(
         model=model, args=args, train_dataset=train, eval_dataset=train.select(range(4)), processing_class=tokenizer
     )
     probe = ModeProbe()
+    # The untrained model's likelihood arms: the callback logs the trained model minus this reference.
+    start = evaluate(model, tasks=BPB, limit=2, data=str(data_dir), tokenizer=tokenizer)
     callback = ThemistoCallback(
         trainer, tasks=TASKS + BPB, limit=2, every_n_evals=2, data=str(data_dir), gen_kwargs=GEN,
-        output_path=str(tmp_path / "themisto"),
+        output_path=str(tmp_path / "themisto"), reference=start, reference_name="start",
     )  # fmt: skip
     for added in (probe.before(), callback, probe.after()):
         trainer.add_callback(added)
@@ -134,7 +136,16 @@ def test_a_trainer_logs_themisto_scores_at_every_nth_evaluation(
     assert [entry["step"] for entry in logged] == [2, 4]
     assert callback.evaluations == 4
     for entry in logged:
-        keys = {key for key in entry if key.startswith("themisto/")}
+        versus = {key for key in entry if key.startswith("themisto/vs/")}
+        figures = ("", "/low", "/high", "/p", "/n", "/ranks")
+        assert versus == {f"themisto/vs/start/{t}/bits_per_byte{f}" for t in BPB for f in figures}
+        for task in BPB:
+            key = f"themisto/vs/start/{task}/bits_per_byte"
+            # two examples at most (an empty target has no bits per byte), of one or two trajectories:
+            # the interval holds the mean, but p >= 0.5 and the benchmark does not separate the checkpoints
+            assert entry[f"{key}/low"] <= entry[key] <= entry[f"{key}/high"] and entry[f"{key}/n"] in (1, 2)
+            assert entry[f"{key}/p"] >= 0.5 and entry[f"{key}/ranks"] == 0
+        keys = {key for key in entry if key.startswith("themisto/") and key not in versus}
         assert keys == {f"themisto/{t}/{m}" for t in TASKS for m in METRIC_NAMES} | {
             f"themisto/delta/themisto_output/{m}" for m in METRIC_NAMES
         } | {f"themisto/{t}/{m}" for t in BPB for m in BPB_METRICS} | {

@@ -8,14 +8,15 @@ runtime block) and its placebo arm (another step's block) on the same
 examples; the headline metric, bits per byte of the likelihood tasks, also
 within the ``runtime_only`` stratum and outside it. Metrics are also broken
 down by the dataset's category columns and computed with and without
-duplicate examples.
+duplicate examples. Every two models scored on the same task and build are
+compared the same way, model − model on the examples both scored.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +148,47 @@ class PairedComparison:
         return self.difference if self.clustered_difference is None else self.clustered_difference
 
 
+# The level below which a model comparison's sign-flip p, with an interval excluding 0, separates the models.
+SEPARATING_P = 0.05
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """One model's score minus another's on one task (arm) and build, paired by ``doc.example_id``.
+
+    ``figures`` holds the paired statistics of ``model_b − model_a`` in the arms' record: ``model_a`` stands
+    in the reference role (``mean_reference``), ``model_b`` in the runtime role (``mean_runtime``), and
+    ``difference`` is b − a per example, averaged. ``build`` is the build both evaluated (None when not logged).
+    """
+
+    model_a: str
+    model_b: str
+    task: str
+    build: str | None
+    figures: PairedComparison
+
+    @property
+    def separated(self) -> bool:
+        """Whether the quoted 95% interval of b − a (whole trajectories where known) excludes 0, with p < 0.05.
+
+        The p guards the degenerate case: one trajectory resampled gives a zero-width interval, and a
+        sign-flip p of 1.
+        """
+        interval = self.figures.quoted_difference
+        excludes = not math.isnan(interval.estimate) and (interval.high < 0 or interval.low > 0)
+        return excludes and self.figures.quoted_p_value < SEPARATING_P
+
+    @property
+    def verdict(self) -> str:
+        """The plain statement: which model the benchmark ranks below the other, or that it does not separate them."""
+        if not self.separated:
+            return "does not separate them at this n"
+        lower, higher = (
+            (self.model_b, self.model_a) if self.figures.quoted_difference.high < 0 else (self.model_a, self.model_b)
+        )
+        return f"ranks {lower} below {higher}"
+
+
 @dataclass(frozen=True)
 class DetectableEffects:
     """Minimum detectable effects of a binary metric for one task family and split, at :data:`MDE_RATES`."""
@@ -192,6 +234,8 @@ class Report:
     # The splits and builds the runs evaluated, as their logs name them (empty where not logged).
     splits: list[str]
     builds: list[str]
+    # Every pair of models scored on the same task and build: b − a on the examples both scored.
+    models_compared: list[ModelComparison] = field(default_factory=list)
 
 
 def _clusters(samples: TaskSamples) -> np.ndarray | None:
@@ -352,10 +396,10 @@ def _compare_rows(
     return [found[j] for j in sorted(found)]
 
 
-def _pairs(reference: TaskSamples, runtime: TaskSamples) -> tuple[_Pairs | None, list[str]]:
-    """The two arms' scores aligned by example id, or None with a note on why they cannot be paired."""
+def _pairs(reference: TaskSamples, runtime: TaskSamples, subject: str | None = None) -> tuple[_Pairs | None, list[str]]:
+    """Two arms' (or two models') scores aligned by example id, or None with a note on why they cannot be paired."""
     indices = _paired_indices(reference, runtime)
-    subject = f"{reference.model}: {reference.label} vs {runtime.label}"
+    subject = subject or f"{reference.model}: {reference.label} vs {runtime.label}"
     if indices is None:
         return None, [f"{subject}: not paired, samples lack doc.example_id"]
     rows_reference, rows_runtime = indices
@@ -393,6 +437,33 @@ def _compare(
             if len(rows):
                 comparisons += _compare_rows(pairs, rows, stratum_metrics, stratum, resamples, seed)
     return comparisons, notes, count
+
+
+# The metrics compared between models: the headline, and the generative headline and chrF.
+MODEL_METRICS = (BPB_METRIC, "exact_match_norm", "chrf")
+
+
+def model_comparisons(
+    all_samples: list[TaskSamples], resamples: int, seed: int
+) -> tuple[list[ModelComparison], list[str]]:
+    """Every pair of models on every task, filter and build both scored: b − a of the model metrics, and notes."""
+    groups: dict[tuple[str, str, str | None, str | None], list[TaskSamples]] = {}
+    for samples in all_samples:
+        groups.setdefault((samples.task, samples.filter, samples.build, samples.split), []).append(samples)
+    found: list[ModelComparison] = []
+    notes: list[str] = []
+    for (_, _, build, _), members in sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))):
+        members = sorted(members, key=lambda s: s.model)
+        for i, first in enumerate(members):
+            for second in members[i + 1 :]:
+                pairs, pair_notes = _pairs(first, second, f"{first.label}: {first.model} vs {second.model}")
+                notes += pair_notes
+                metrics = [m for m in MODEL_METRICS if pairs is not None and m in pairs.metrics]
+                if pairs is None or not metrics:
+                    continue
+                rows = _compare_rows(pairs, np.arange(len(pairs.a)), metrics, ALL_EXAMPLES, resamples, seed)
+                found += [ModelComparison(first.model, second.model, first.label, build, row) for row in rows]
+    return found, notes
 
 
 def _ceilings(all_samples: list[TaskSamples]) -> list[StabilityCeiling]:
@@ -523,6 +594,8 @@ def _report(
         for (task, split), sizes in sorted(pair_sizes.items())
         for n in sorted(sizes)
     ]
+    models_compared, model_notes = model_comparisons(all_samples, resamples, seed)
+    notes += model_notes
     category_columns, column_notes = _missing_column_notes(all_samples)
     notes += column_notes
     categories = [
@@ -542,4 +615,5 @@ def _report(
         category_columns=category_columns,
         splits=sorted({s.split for s in all_samples if s.split is not None}),
         builds=sorted({s.build for s in all_samples if s.build is not None}),
+        models_compared=models_compared,
     )

@@ -14,6 +14,7 @@ from themisto.reporting.analysis import (
     RUNTIME_ONLY,
     CategorySummary,
     MetricSummary,
+    ModelComparison,
     PairedComparison,
     Report,
 )
@@ -172,6 +173,19 @@ def _arm_means(c: PairedComparison) -> list[str]:
     return [_number(c.mean_reference), _number(c.mean_runtime)]
 
 
+def _quoted_cells(c: PairedComparison) -> list[str]:
+    """n, trajectories, the two means, Δ resampling examples and trajectories, the quoted p and MDE."""
+    return [
+        str(c.n),
+        str(c.clusters) if c.clustered_difference is not None else DASH,
+        *_arm_means(c),
+        _interval(c.difference, signed=True),
+        _interval(c.clustered_difference, signed=True),
+        _p_value(c.quoted_p_value),
+        _number(c.mde if c.clustered_mde is None else c.clustered_mde),
+    ]
+
+
 def _headline(report: Report) -> list[str]:
     """The paired bits per byte: every task and contrast, then the runtime_only strata."""
     rows_of = [c for c in report.comparisons if c.metric == BPB_METRIC]
@@ -195,13 +209,7 @@ def _headline(report: Report) -> list[str]:
             c.model,
             c.task,
             c.contrast,
-            str(c.n),
-            str(c.clusters) if c.clustered_difference is not None else DASH,
-            *_arm_means(c),
-            _interval(c.difference, signed=True),
-            _interval(c.clustered_difference, signed=True),
-            _p_value(c.quoted_p_value),
-            _number(c.mde if c.clustered_mde is None else c.clustered_mde),
+            *_quoted_cells(c),
             _number(c.design_effect, 2),
         ]
         for c in overall
@@ -353,6 +361,49 @@ def _comparisons(report: Report) -> list[str]:
     return lines
 
 
+def _models_compared(report: Report) -> list[str]:
+    """Model − model on the same examples: bits per byte per task and arm, then the generative metrics."""
+    if not report.models_compared:
+        return []
+    builds = {c.build for c in report.models_compared}
+    lines = [
+        "## Models compared",
+        "",
+        "Per example, model B's score minus model A's on the examples both scored (paired by `doc.example_id`, "
+        "per task, arm and build); the mean with its 95% CI resampling examples and resampling whole "
+        "trajectories, the trajectory sign-flip p and the MDE (per example where the samples name no "
+        "trajectory). The benchmark *ranks* one model below the other where the quoted interval (whole "
+        "trajectories where known) excludes 0 and its sign-flip p is below 0.05; otherwise it does not "
+        "separate them at this n.",
+    ]
+    header = ["task", *(["build"] if len(builds) > 1 else []), "metric", "model A", "model B", "n", "trajectories"]
+    header += ["A", "B", "B − A [95% CI], examples", "B − A [95% CI], trajectories", "p", "MDE", "the benchmark"]
+    captions = (("Bits per byte (lower is better)", True), ("Generative metrics (higher is better)", False))
+    for caption, wanted in captions:
+        shown = [c for c in report.models_compared if (c.figures.metric == BPB_METRIC) is wanted]
+        if shown:
+            lines += [
+                "",
+                f"{caption}:",
+                "",
+                *_table(header, [_model_row(c, len(builds) > 1) for c in shown], header.index("n")),
+            ]
+    return lines
+
+
+def _model_row(c: ModelComparison, with_build: bool) -> list[str]:
+    """One row of the model comparisons."""
+    return [
+        c.task,
+        *([c.build or DASH] if with_build else []),
+        c.figures.metric,
+        c.model_a,
+        c.model_b,
+        *_quoted_cells(c.figures),
+        c.verdict,
+    ]
+
+
 def _breakdowns(report: Report) -> list[str]:
     """Every metric by category column, and with and without duplicates."""
     lines: list[str] = []
@@ -387,6 +438,8 @@ def render_markdown(report: Report) -> str:
     headline = _headline(report)
     lines += [*headline, ""] if headline else []
     lines += [*_how_to_read(), *_scores(report), ""]
+    models = _models_compared(report)
+    lines += [*models, ""] if models else []
     lines += _comparisons(report)
     lines += _breakdowns(report)
     if report.ceilings:

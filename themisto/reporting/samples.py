@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,8 +224,16 @@ def _doc_value(name: str, value: object) -> Any:
 
 def _read_samples(path: Path, model: str, task: str) -> list[TaskSamples]:
     """The samples of one log file, one :class:`TaskSamples` per lm-eval filter."""
+    return samples_of_records(iter_json_objects(path, InputError, "sample log"), path, model, task)
+
+
+def samples_of_records(
+    records: Iterable[tuple[int, dict[str, Any]]], source: Path, model: str, task: str
+) -> list[TaskSamples]:
+    """lm-eval sample records (numbered, as a log's lines or ``results["samples"][task]``), one :class:`TaskSamples` per filter."""
+    path = source
     by_filter: dict[str, TaskSamples] = {}
-    for number, record in iter_json_objects(path, InputError, "sample log"):
+    for number, record in records:
         where = f"{path}:{number}"
         doc = record.get("doc")
         names = record.get("metrics")
