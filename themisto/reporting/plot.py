@@ -64,8 +64,10 @@ _LABEL_ROOM = {True: 1.7, False: 1.18}
 _BUILD_CHARS = 60
 # The file types a figure is written as, by suffix.
 PLOT_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg"}
-# 20 distinguishable colours: the baselines take the first ones, in a fixed order; other models the rest.
-_PALETTE = "tab20"
+# 38 distinguishable colours (tab20 without its greys, then tab20b): the baselines take the first ones, in a
+# fixed order; other models the rest, by a hash of the name: the more free slots, the rarer two models share one
+# and the second is moved on (which would give it another colour in a report without the first).
+_PALETTES = ("tab20", "tab20b")
 _GREYS = (14, 15)  # tab20's two greys
 _FIXED_COLOURS = (*BASELINES, COMPRESSION_BASELINE)
 _ARM_ORDER = (PLAIN, RUNTIME, PLACEBO)
@@ -109,8 +111,9 @@ def model_colours(models: list[str]) -> dict[str, str]:
 
     # the dark shades first, then the light ones, so the baselines' are far apart; no greys: the
     # reference lines are black and grey
-    shades = [i for i in (*range(0, 20, 2), *range(1, 20, 2)) if i not in _GREYS]
-    palette = [colormaps[_PALETTE](i) for i in shades]
+    order = (*range(0, 20, 2), *range(1, 20, 2))
+    palette = [colormaps[_PALETTES[0]](i) for i in order if i not in _GREYS]
+    palette += [colormaps[_PALETTES[1]](i) for i in order]
     hexes = ["#{:02x}{:02x}{:02x}".format(*(round(255 * c) for c in colour[:3])) for colour in palette]
     free = len(hexes) - len(_FIXED_COLOURS)
     colours: dict[str, str] = {}
