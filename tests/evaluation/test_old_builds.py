@@ -20,6 +20,7 @@ import pytest
 
 from themisto.evaluation.harness import evaluate
 from themisto.exceptions import InputError
+from themisto.lm_eval_files import task_versions
 
 pytestmark = pytest.mark.slow  # the CLI cases start a fresh interpreter each (seconds)
 
@@ -31,9 +32,12 @@ def no_task_versions(card: str) -> str:
     return re.sub(r"^themisto_tasks:\n(?:  .*\n)+", "", card, flags=re.MULTILINE)
 
 
+OUTPUT_VERSION = task_versions()["themisto_output"]  # this Themisto's
+
+
 def older_output_task(card: str) -> str:
     """A card of a build made for version 1.0 of the output task."""
-    return card.replace("  themisto_output: '1.1'\n", "  themisto_output: '1.0'\n", 1)
+    return card.replace(f"  themisto_output: '{OUTPUT_VERSION}'\n", "  themisto_output: '1.0'\n", 1)
 
 
 def column_fewer(card: str) -> str:
@@ -43,7 +47,7 @@ def column_fewer(card: str) -> str:
 
 CHANGES: dict[str, tuple[Callable[[str], str], str]] = {
     "no versions": (no_task_versions, "built by an older Themisto (its card records no task versions"),
-    "older version": (older_output_task, "built for themisto_output version 1.0, this Themisto's is 1.1"),
+    "older version": (older_output_task, f"built for themisto_output version 1.0, this Themisto's is {OUTPUT_VERSION}"),
     "other schema": (column_fewer, "has another schema than this Themisto's (differs in runtime_only)"),
 }
 
@@ -117,4 +121,4 @@ def test_report_refuses_a_run_scored_under_an_older_task_version(data_dir: Path,
     done = themisto("report", str(runs))
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = [line for line in done.stderr.splitlines() if "error:" in line]
-    assert "themisto_output was scored as version 1.0, this Themisto's is 1.1: evaluate again" in line
+    assert f"themisto_output was scored as version 1.0, this Themisto's is {OUTPUT_VERSION}: evaluate again" in line

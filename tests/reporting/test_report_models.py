@@ -68,10 +68,11 @@ def two_models(data_dir: Path, tiny_model: Path, tmp_path_factory: pytest.TempPa
     """The compression control and the tiny random GPT-2 scored on the six likelihood arms of the fixture build."""
     runs = tmp_path_factory.mktemp("runs")
     results = {
-        name: evaluate(model, model_args, tasks=["themisto_bpb"], data=str(data_dir), output_path=runs)
-        for name, model, model_args in (
-            (COMPRESSION, COMPRESSION, None),
-            ("gpt2", "hf", {"pretrained": str(tiny_model), "dtype": "float32"}),
+        key: evaluate(model, model_args, tasks=["themisto_bpb"], data=str(data_dir), output_path=runs, name=name)
+        for key, name, model, model_args in (
+            (COMPRESSION, None, COMPRESSION, None),
+            # named so that it sorts before "themisto-compression": model A of every comparison
+            ("gpt2", "gpt2-tiny", "hf", {"pretrained": str(tiny_model), "dtype": "float32"}),
         )
     }
     (gpt2,) = [folder for folder in runs.iterdir() if folder.name != COMPRESSION]
@@ -84,7 +85,7 @@ def test_the_report_pairs_two_real_models_per_arm_as_the_sample_logs_say(two_mod
     runs = two_models["runs"]
     assert {key[0] for key in rows} == set(ARMS)
     for task in ARMS:
-        # Models are sorted: the "/"-path of the GPT-2 folder sorts before "themisto-compression".
+        # Models are sorted: "gpt2-tiny" before "themisto-compression".
         row = rows[(task, "bits_per_byte", gpt2_name, COMPRESSION)]
         a_by_id, b_by_id = _bpb_by_id(two_models["gpt2"], task), _bpb_by_id(runs / COMPRESSION, task)
         ids = [i for i in a_by_id if i in b_by_id]
