@@ -123,7 +123,7 @@ test: lint
 
 # the tests that run vLLM for real (tests/vllm_backend, marker vllm), in the vLLM environment; .ci/run runs them
 # after make test. One engine load per module and per command; on the shared machine (load 11 to 16 on 2 cores)
-# test_vllm.py took over 40 minutes and test_vllm_serve.py 9, the install 8: far less where nothing else runs.
+# test_vllm.py took over 40 minutes and test_vllm_serve.py 9, the install 16: far less where nothing else runs.
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_PY) -m pytest -q -m vllm tests/vllm_backend
 
