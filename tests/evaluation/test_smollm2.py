@@ -26,9 +26,10 @@ TOLERANCE = 1e-4
 EXAMPLES = 2
 
 try:
-    from themisto.evaluation.smollm2 import GGUF_FILE, smollm2_folder
+    from themisto.evaluation.local_models import SMOLLM2, gguf_path
 
-    FOLDER = smollm2_folder()
+    GGUF_FILE = SMOLLM2.gguf_file
+    FOLDER = gguf_path(SMOLLM2).parent
 except InputError as exc:
     pytest.skip(f"SmolLM2-135M-Instruct cannot be loaded here: {exc}", allow_module_level=True)
 

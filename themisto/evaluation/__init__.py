@@ -14,7 +14,7 @@ In: a dataset folder or Hub id. Out: lm-eval result files and per-sample logs
 - :mod:`~themisto.evaluation.state_lookup`: the positive control's reading of a runtime block
 - :mod:`~themisto.evaluation.compression`: the likelihood control, a compressor's conditional code length
 - :mod:`~themisto.evaluation.shared_prefix`: lm-eval's ``hf`` model walking shared prompt prefixes once
-- :mod:`~themisto.evaluation.smollm2`: where the reference model's GGUF file lies
+- :mod:`~themisto.evaluation.local_models`: where the real models' GGUF files lie, their export for vLLM
 """
 
 from themisto.evaluation.harness import evaluate, scores, task_manager
