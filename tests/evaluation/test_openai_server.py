@@ -28,6 +28,7 @@ from tiny_model import make_tiny_model
 
 from themisto.cli import main as themisto_main
 from themisto.evaluation.harness import task_manager
+from themisto.evaluation.limit import spread_sample
 from themisto.evaluation.metrics import score_sample
 from themisto.vocabulary import LM_EVAL_TASKS, METRIC_NAMES
 
@@ -67,10 +68,15 @@ def server(chat_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield base, log
 
 
-def check_samples(samples: dict[str, list[dict]], data_dir: Path) -> None:
-    """Each sample is a real answer of the server, scored by the package's metrics."""
+def check_samples(samples: dict[str, list[dict]], data_dir: Path, spread: bool = False) -> None:
+    """Each sample is a real answer of the server, scored by the package's metrics.
+
+    The rows are lm-eval's first ``LIMIT``, or with ``spread`` (``themisto eval``) its sample over the trajectories.
+    """
     for task, records in samples.items():
-        expected = [row["example_id"] for row in task_rows(data_dir, LM_EVAL_TASKS[task])][:LIMIT]
+        rows = task_rows(data_dir, LM_EVAL_TASKS[task])
+        chosen = spread_sample([row["trajectory_id"] for row in rows], LIMIT) if spread else range(LIMIT)
+        expected = [rows[i]["example_id"] for i in chosen]
         assert [record["doc"]["example_id"] for record in records] == expected
         for record in records:
             (answer,) = record["filtered_resps"]
@@ -118,7 +124,7 @@ def test_themisto_eval_scores_a_completion_model_with_its_tokenizer(
     argv += ["--tasks", "themisto_next_cell", "--limit", str(LIMIT), "--gen-kwargs", "max_gen_toks=8"]
     assert themisto_main([*argv, "--data", str(data_dir), "-o", str(tmp_path / "runs")]) == 0
     results, samples = read_run(tmp_path / "runs")
-    check_samples(samples, data_dir)
+    check_samples(samples, data_dir, spread=True)
     assert posts(log, "completions") - before == LIMIT
     for record in samples["themisto_next_cell"]:
         assert record["arguments"]["gen_args_0"]["arg_0"] == record["doc"]["prompt"]  # the prompt, unaltered
