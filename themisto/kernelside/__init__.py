@@ -8,5 +8,6 @@ fails on any other import. They are importable in-process, so their helpers are 
 - :mod:`themisto.kernelside.snapshot`: describes the user namespace after each cell (``take``).
 - :mod:`themisto.kernelside.fork`: runs predictions in forked copies of the kernel (``run``).
 - :mod:`themisto.kernelside.landlock`: confines a process with Linux Landlock (``confine``).
+- :mod:`themisto.kernelside.seccomp`: refuses the system calls no kernel or prediction needs (``confine``).
 - :mod:`themisto.kernelside.wire`: the request and result records both sides of the boundary share.
 """

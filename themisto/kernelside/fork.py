@@ -21,8 +21,9 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    it inherited (the kernel's channels); with ``request.confine``, enters a
    Landlock domain of its own (writes only in its private folder and
    ``/dev/null``, no TCP, signals and abstract sockets scoped, no ptrace outside)
-   and a seccomp filter that refuses new Unix sockets (the kernel's channels
-   are Unix sockets in a folder, which Landlock does not guard); points its
+   and a seccomp filter (:mod:`themisto.kernelside.seccomp`) that refuses, on
+   top of the kernel's own, new Unix sockets (the kernel's channels are Unix
+   sockets in a folder, which Landlock does not guard); points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
    private file, and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
@@ -62,7 +63,6 @@ import os
 import select
 import shutil
 import signal
-import socket
 import stat
 import sys
 import tempfile
@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # for the type checker only: the kernel gets the request deco
 MODULE_NAME = "_themisto_fork"
 SNAPSHOT_MODULE = "_themisto_snapshot"
 LANDLOCK_MODULE = "_themisto_landlock"
+SECCOMP_MODULE = "_themisto_seccomp"
 # What a confined child may write besides its own folder: opening /dev/null to write is a write to a file.
 ALSO_WRITABLE = ("/dev/null",)
 # ipykernel's OutStream publishes buffered text this long after the first write (its flush_interval).
@@ -338,7 +339,7 @@ def _child(
     if request.confine:
         try:
             _BOUND["confine"](list((folder, *ALSO_WRITABLE)), allow_network=False, scope=True)
-            deny_unix_sockets()
+            _BOUND["seccomp"](unix_sockets=False)
         except OSError as exc:
             write(json.dumps(_frame("fault", "OSError", f"cannot confine the prediction: {exc}")))
             return
@@ -374,56 +375,6 @@ def _child(
     )
     write(json.dumps(outcome, default=str))
     write(_BOUND["take"](request.snapshot).text)
-
-
-# seccomp: the architecture's audit number and its socket(2) number, for the filter below.
-_SOCKET_SYSCALLS = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
-_PR_SET_SECCOMP = 22
-_SECCOMP_MODE_FILTER = 2
-_SECCOMP_RET_ALLOW = 0x7FFF0000
-_SECCOMP_RET_ERRNO = 0x00050000
-
-
-def deny_unix_sockets() -> None:
-    """Refuse ``socket(AF_UNIX, ...)`` to this process from now on (a seccomp filter); OSError where it cannot.
-
-    The replay kernel's channels are Unix sockets in a folder, which Landlock does not guard (it scopes
-    only abstract ones): without a new Unix socket a child cannot connect to them, and it has closed
-    the ones it inherited. ``socketpair`` (asyncio's self-pipe) still works. Needs ``no_new_privs``,
-    which :func:`landlock.confine` sets.
-    """
-    import ctypes
-    import errno
-    import platform
-
-    found = _SOCKET_SYSCALLS.get(platform.machine())
-    if found is None:
-        raise OSError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
-    arch, socket_call = found
-
-    class Instruction(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
-
-    load, jump_equal, give = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K
-    program = [
-        (load, 0, 0, 4),  # seccomp_data.arch
-        (jump_equal, 0, 5, arch),
-        (load, 0, 0, 0),  # seccomp_data.nr
-        (jump_equal, 0, 3, socket_call),
-        (load, 0, 0, 16),  # seccomp_data.args[0], its low 32 bits: the address family
-        (jump_equal, 0, 1, socket.AF_UNIX),
-        (give, 0, 0, _SECCOMP_RET_ERRNO | errno.EACCES),
-        (give, 0, 0, _SECCOMP_RET_ALLOW),
-    ]
-    instructions = (Instruction * len(program))(*[Instruction(*line) for line in program])
-    filter_program = Program(len(program), instructions)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(filter_program), 0, 0) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"seccomp: {os.strerror(code)}")
 
 
 def _frame(status: str, ename: str, evalue: str) -> dict[str, Any]:
@@ -657,9 +608,15 @@ _BOUND: dict[str, Any] = {}
 
 
 def bind() -> None:
-    """Take the snapshot's ``take`` and ``JsonText`` and Landlock's ``confine`` from their installed modules."""
+    """Take the snapshot's ``take`` and ``JsonText``, Landlock's and seccomp's ``confine`` from their installed
+    modules."""
     snapshot = sys.modules[SNAPSHOT_MODULE]
-    _BOUND.update(take=snapshot.take, text=snapshot.JsonText, confine=sys.modules[LANDLOCK_MODULE].confine)
+    _BOUND.update(
+        take=snapshot.take,
+        text=snapshot.JsonText,
+        confine=sys.modules[LANDLOCK_MODULE].confine,
+        seccomp=sys.modules[SECCOMP_MODULE].confine,
+    )
 
 
 def run(request: ForkRequest) -> Any:

@@ -37,6 +37,9 @@ and waits):
   ``--allow-network``; it may bind the ``--bind-port`` ports, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
   this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
   inherits the domain.
+- A confined kernel also runs under a seccomp filter (:mod:`themisto.kernelside.seccomp`: no
+  foreign-architecture entry, ``ptrace``, ``prlimit`` of another process, reboot, clock, module or device-node
+  call).
 - A kernel started by root loses, from its capability bounding set, the
   capabilities that read another process's memory or environment
   (``CAP_SYS_PTRACE``, ``CAP_SYS_ADMIN``, ``CAP_PERFMON``, ``CAP_BPF``,
@@ -55,7 +58,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from themisto.kernelside import landlock
+from themisto.kernelside import landlock, seccomp
 
 MODULE = "themisto.recording.launcher"
 # Seconds past the CPU limit at which the kernel is killed if it survived SIGXCPU.
@@ -154,10 +157,13 @@ def _become_kernel(
 
 
 def confine(sandbox: Sandbox) -> int:
-    """Enter the Landlock domain of ``sandbox`` (this process, single-threaded, from now on); the ABI in force."""
-    return landlock.confine(
+    """Enter the Landlock domain of ``sandbox`` and the seccomp filter (this process, single-threaded, from now
+    on); the Landlock ABI in force."""
+    abi = landlock.confine(
         sandbox.writable, allow_network=sandbox.allow_network, scope=True, bind_ports=sandbox.bind_ports
     )
+    seccomp.confine(unix_sockets=True)  # the kernel's own channels are Unix sockets
+    return abi
 
 
 def kill_descendants() -> None:
