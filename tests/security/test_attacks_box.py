@@ -1,5 +1,5 @@
-"""Attacks on the box around a kernel, third round: foreign system-call entries, calls on the host, limits on
-the scorer (SECURITY.md, threats 11 and 12).
+"""Attacks on the box around a kernel, third round: foreign system-call entries, capabilities over the host,
+the network of any protocol, limits on the scorer (SECURITY.md, threats 11 and 12).
 
 Real ``themisto record`` and ``exec-score`` processes, as whatever user runs the tests (CI: root). Each cell
 prints what its attempt got, ``allowed`` or the errno's name, so the trajectory holds every verdict.
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import platform
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
-from attacks import run_themisto, write_notebook
+from attacks import assert_refused_unless_unconfined, run_themisto, write_notebook
 from exec_logs import write_next_cell_logs
 
 from themisto.kernelside import landlock
@@ -74,7 +75,24 @@ HOST_ATTACKS = {
     "print(attempt(lambda: os.mknod('char', 0o600 | stat.S_IFCHR, os.makedev(1, 3))))": "EPERM",
     "print(attempt(lambda: os.mkfifo('fifo')))": "allowed",
     "print(native(425, 1, 0))": "EPERM",  # io_uring_setup
+    "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])": "0000000000000000",
+    "print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).setsockopt(socket.SOL_SOCKET, 36, 1)))": (
+        "EPERM"  # SO_MARK: CAP_NET_ADMIN
+    ),
 }
+
+
+def network_attacks(port: int) -> dict[str, str]:
+    """Each attack on the network (UDP to a listener of the test's, and out; raw, packet, netlink) and what a
+    kernel without the network gets. Before: 'allowed' each, the datagram arrived, and every interface showed."""
+    udp = "socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', {!r})"
+    return {
+        f"print(attempt(lambda: {udp.format(('127.0.0.1', port))}))": "ENETUNREACH",
+        f"print(attempt(lambda: {udp.format(('192.0.2.1', 9))}))": "ENETUNREACH",
+        "print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)))": "EPERM",
+        "print(attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW)))": "EPERM",
+        "print(sorted(name for _, name in socket.if_nameindex()))": "['lo']",  # through netlink
+    }
 
 
 def _record(tmp_path: Path, cells: list[str], *options: str) -> list[str]:
@@ -87,10 +105,47 @@ def _record(tmp_path: Path, cells: list[str], *options: str) -> list[str]:
     return [step.output for step in read_trajectory(tmp_path / "out" / "box.jsonl")][1:]
 
 
-def test_a_sandboxed_kernel_gets_no_foreign_entry_and_no_call_on_the_host(tmp_path: Path) -> None:
-    verdicts = _record(tmp_path, list(HOST_ATTACKS))
-    assert dict(zip(HOST_ATTACKS, verdicts, strict=True)) == HOST_ATTACKS
+@pytest.fixture
+def listener() -> Any:
+    """A UDP socket of the test's on 127.0.0.1, which no datagram from a kernel without the network reaches."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        udp.setblocking(False)
+        yield udp
+
+
+def _received(udp: socket.socket) -> bytes:
+    try:
+        return udp.recv(64)
+    except BlockingIOError:
+        return b""
+
+
+def test_a_sandboxed_kernel_has_no_capability_no_foreign_entry_and_no_network(tmp_path: Path, listener: Any) -> None:
+    attacks = {**HOST_ATTACKS, **network_attacks(listener.getsockname()[1])}
+    verdicts = _record(tmp_path, list(attacks))
+    assert dict(zip(attacks, verdicts, strict=True)) == attacks
+    assert _received(listener) == b""
     assert not (tmp_path / "work" / "block").exists() and (tmp_path / "work" / "fifo").exists()
+
+
+def test_with_allow_network_the_kernel_has_the_network_but_still_no_capability(tmp_path: Path, listener: Any) -> None:
+    port = listener.getsockname()[1]
+    cells = [next(iter(network_attacks(port))), *list(HOST_ATTACKS)[-2:]]  # UDP to the listener, CapEff, SO_MARK
+    verdicts = _record(tmp_path, cells, "--allow-network")
+    assert verdicts == ["allowed", "0000000000000000", "EPERM"]
+    assert _received(listener) == b"leak"
+
+
+# Makes unshare(2) fail with EPERM, as in a container whose seccomp profile refuses namespaces.
+WITHOUT_NAMESPACES = """
+    (0x15, 0, 1, 272),  # unshare
+    (0x06, 0, 0, 0x00050000 | 1),  # EPERM
+"""
+
+
+def test_where_namespaces_are_refused_record_refuses_in_one_line_naming_no_sandbox(tmp_path: Path) -> None:
+    assert_refused_unless_unconfined(tmp_path, WITHOUT_NAMESPACES, "namespaces", "Operation not permitted")
 
 
 # The session a prediction attacks at step 2 (where the developer printed 42).
@@ -102,6 +157,10 @@ UNIX_SOCKET_32 = PROBES + (
     "verdicts = (i386(359, socket.AF_UNIX, socket.SOCK_STREAM), attempt(lambda: socket.socket(socket.AF_UNIX)))\n"
     "print(42 if verdicts == ('EPERM', 'EPERM') else verdicts)"
 )
+UDP_TO = PROBES + (
+    "verdict = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {})))\n"
+    "print(42 if verdict == 'ENETUNREACH' else verdict)"
+)
 LIMIT_THE_SCORER = (
     "import resource\nimport psutil\n"
     "for process in psutil.Process().parents():\n"
@@ -110,7 +169,9 @@ LIMIT_THE_SCORER = (
 )
 
 
-def test_a_prediction_gets_no_unix_socket_by_the_32_bit_entry_and_cannot_limit_the_scorer(tmp_path: Path) -> None:
+def test_a_prediction_gets_no_unix_socket_by_the_32_bit_entry_no_network_and_cannot_limit_the_scorer(
+    tmp_path: Path, listener: Any
+) -> None:
     work = tmp_path / "work"
     work.mkdir()
     notebook = write_notebook(work / "session.ipynb", SESSION)
@@ -120,6 +181,7 @@ def test_a_prediction_gets_no_unix_socket_by_the_32_bit_entry_and_cannot_limit_t
     predictions = {
         ("socket32", NEXT_CELL_TASK): {2: UNIX_SOCKET_32},
         ("limiter", NEXT_CELL_TASK): {2: LIMIT_THE_SCORER},
+        ("udp", NEXT_CELL_TASK): {2: UDP_TO.format(listener.getsockname()[1])},
         ("honest", NEXT_CELL_TASK): {2: "print(6 * 7)", 3: "counter + 1"},
     }
     run_dir = tmp_path / "run"
@@ -132,6 +194,7 @@ def test_a_prediction_gets_no_unix_socket_by_the_32_bit_entry_and_cannot_limit_t
         return {record["step"]: record for record in map(json.loads, lines)}[step]
 
     assert line("limiter")["error"] == "PermissionError: [Errno 1] Operation not permitted"
-    assert line("socket32")["exec_match"] == 1
+    assert line("socket32")["exec_match"] == 1 and line("udp")["exec_match"] == 1
+    assert _received(listener) == b""
     for step in (2, 3):
         assert (line(REFERENCE_MODEL, step)["exec_match"], line("honest", step)["exec_match"]) == (1, 1)

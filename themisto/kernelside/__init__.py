@@ -9,5 +9,6 @@ fails on any other import. They are importable in-process, so their helpers are 
 - :mod:`themisto.kernelside.fork`: runs predictions in forked copies of the kernel (``run``).
 - :mod:`themisto.kernelside.landlock`: confines a process with Linux Landlock (``confine``).
 - :mod:`themisto.kernelside.seccomp`: refuses the system calls no kernel or prediction needs (``confine``).
+- :mod:`themisto.kernelside.namespaces`: user, IPC and network namespaces without capabilities (``enter``).
 - :mod:`themisto.kernelside.wire`: the request and result records both sides of the boundary share.
 """

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themisto.exceptions import InputError
-from themisto.kernelside import landlock
+from themisto.kernelside import landlock, namespaces
 
 if TYPE_CHECKING:
     from themisto.recording.launcher import Sandbox
@@ -225,10 +225,22 @@ NO_LANDLOCK = (
 )
 
 
+NO_NAMESPACES = (
+    "this system does not let a kernel have user and network namespaces of its own ({reason}), which keep the"
+    " notebook's kernels off the network and without capabilities; pass --no-sandbox (sandbox=False in Python)"
+    " to run them unconfined (see SECURITY.md)"
+)
+
+
 def check_sandbox(sandbox: bool) -> None:
     """Raise :class:`InputError` where kernels are to be confined and this system cannot."""
-    if sandbox and landlock.abi_version() < 1:
+    if not sandbox:
+        return
+    if landlock.abi_version() < 1:
         raise InputError(NO_LANDLOCK)
+    reason = namespaces.unavailable()
+    if reason is not None:
+        raise InputError(NO_NAMESPACES.format(reason=reason))
 
 
 def sandbox_in_force(sandbox: bool, allow_network: bool) -> str:

@@ -37,10 +37,11 @@ and waits):
   ``--allow-network``; it may bind the ``--bind-port`` ports, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
   this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
   inherits the domain.
-- A confined kernel also runs under a seccomp filter (:mod:`themisto.kernelside.seccomp`: no
-  foreign-architecture entry, ``ptrace``, ``prlimit`` of another process, reboot, clock, module or device-node
-  call).
-- A kernel started by root loses, from its capability bounding set, the
+- A confined kernel also runs in namespaces of its own (:mod:`themisto.kernelside.namespaces`: user, IPC and,
+  without the network, network) with no capability at all, whatever the caller's uid, and under a seccomp
+  filter (:mod:`themisto.kernelside.seccomp`: no foreign-architecture entry, ``ptrace``, ``prlimit`` of another
+  process, reboot, clock, module or device-node call).
+- An unconfined kernel started by root loses, from its capability bounding set, the
   capabilities that read another process's memory or environment
   (``CAP_SYS_PTRACE``, ``CAP_SYS_ADMIN``, ``CAP_PERFMON``, ``CAP_BPF``,
   ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``), so it cannot read the recorder's,
@@ -58,7 +59,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from themisto.kernelside import landlock, seccomp
+from themisto.kernelside import landlock, namespaces, seccomp
 
 MODULE = "themisto.recording.launcher"
 # Seconds past the CPU limit at which the kernel is killed if it survived SIGXCPU.
@@ -145,9 +146,12 @@ def _become_kernel(
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != launcher:  # the launcher died before the death signal was armed
             os._exit(1)
+        if sandbox is not None:  # namespaces first: a new user namespace needs this single-threaded child
+            namespaces.enter(network=sandbox.allow_network or bool(sandbox.bind_ports))
+        else:
+            for capability in _MEMORY_READING_CAPABILITIES:
+                _prctl(_PR_CAPBSET_DROP, capability)  # fails harmlessly for a user who has no capabilities
         apply_limits(max_memory, max_cpu_seconds)
-        for capability in _MEMORY_READING_CAPABILITIES:
-            _prctl(_PR_CAPBSET_DROP, capability)  # fails harmlessly for a user who has no capabilities
         if sandbox is not None:
             confine(sandbox)
         os.execvp(command[0], command)
