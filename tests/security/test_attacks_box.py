@@ -95,14 +95,14 @@ def network_attacks(port: int) -> dict[str, str]:
     }
 
 
-def _record(tmp_path: Path, cells: list[str], *options: str) -> list[str]:
-    """Each cell's output recorded by ``themisto record`` (after the probes' helpers)."""
+def _record(tmp_path: Path, cells: list[str], *options: str) -> tuple[list[str], str]:
+    """Each cell's output recorded by ``themisto record`` (after the probes' helpers), and its stderr."""
     work = tmp_path / "work"
     work.mkdir()
     notebook = write_notebook(work / "box.ipynb", [PROBES, *cells])
     result = run_themisto("record", str(notebook), "-o", str(tmp_path / "out"), *options)
     assert result.returncode == 0, result.stderr
-    return [step.output for step in read_trajectory(tmp_path / "out" / "box.jsonl")][1:]
+    return [step.output for step in read_trajectory(tmp_path / "out" / "box.jsonl")][1:], result.stderr
 
 
 @pytest.fixture
@@ -123,8 +123,9 @@ def _received(udp: socket.socket) -> bytes:
 
 def test_a_sandboxed_kernel_has_no_capability_no_foreign_entry_and_no_network(tmp_path: Path, listener: Any) -> None:
     attacks = {**HOST_ATTACKS, **network_attacks(listener.getsockname()[1])}
-    verdicts = _record(tmp_path, list(attacks))
+    verdicts, stderr = _record(tmp_path, list(attacks))
     assert dict(zip(attacks, verdicts, strict=True)) == attacks
+    assert "warning" not in stderr
     assert _received(listener) == b""
     assert not (tmp_path / "work" / "block").exists() and (tmp_path / "work" / "fifo").exists()
 
@@ -132,9 +133,23 @@ def test_a_sandboxed_kernel_has_no_capability_no_foreign_entry_and_no_network(tm
 def test_with_allow_network_the_kernel_has_the_network_but_still_no_capability(tmp_path: Path, listener: Any) -> None:
     port = listener.getsockname()[1]
     cells = [next(iter(network_attacks(port))), *list(HOST_ATTACKS)[-2:]]  # UDP to the listener, CapEff, SO_MARK
-    verdicts = _record(tmp_path, cells, "--allow-network")
+    verdicts, stderr = _record(tmp_path, cells, "--allow-network")
     assert verdicts == ["allowed", "0000000000000000", "EPERM"]
     assert _received(listener) == b"leak"
+    # before: not a word on stderr, for this option or --no-sandbox (only the provenance told)
+    assert _warnings(stderr) == [
+        "themisto record: warning: --allow-network: the kernels may use the network, of any protocol"
+    ]
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "warning" in line]
+
+
+def test_no_sandbox_warns_in_one_line(tmp_path: Path) -> None:
+    _, stderr = _record(tmp_path, ["x = 1"], "--no-sandbox", "--allow-network")
+    (warning,) = _warnings(stderr)  # one line, though both options were given
+    assert warning.startswith("themisto record: warning: --no-sandbox: the kernels run unconfined")
 
 
 # Makes unshare(2) fail with EPERM, as in a container whose seccomp profile refuses namespaces.

@@ -111,11 +111,14 @@ class RecordOptions:
     # switch, --no-sandbox, does.
     sandbox: bool = option(
         True,
-        "run the kernels unconfined: without the Landlock sandbox that lets a kernel write only beneath its"
-        " working directory and private folders, use no TCP, and signal or trace no process outside; for a"
-        " system without Landlock (see SECURITY.md)",
+        "run the kernels unconfined: without the sandbox (Landlock, namespaces, seccomp) that lets a kernel"
+        " write only beneath its working directory and private folders, use no network and no capability,"
+        " and signal or trace no process outside; for a system without Landlock or namespaces (see"
+        " SECURITY.md); prints a warning",
     )
-    allow_network: bool = option(False, "let the sandboxed kernels connect and bind TCP sockets", default_text="denied")
+    allow_network: bool = option(
+        False, "let the sandboxed kernels use the network, of any protocol; prints a warning", default_text="denied"
+    )
     pass_env: tuple[str, ...] = option(
         (),
         "pass environment variable NAME to the kernels (repeatable); they get only an allowlist (PATH, HOME,"
