@@ -165,27 +165,36 @@ def test_where_namespaces_are_refused_record_refuses_in_one_line_naming_no_sandb
 
 # The session a prediction attacks at step 2 (where the developer printed 42).
 SESSION = ["counter = 6", "counter += 0", "print(counter * 7)", "counter + 1"]
-# Before: the 32-bit socket() worked (a prediction then reached the replay kernel's channels, undetected), and
-# RLIMIT_CPU of 1 s on exec-score killed it with SIGXCPU: no output at all.
 # Each attack prints the developer's 42 only when refused, so its exec_match says whether it was.
+# Before: the 32-bit socket() worked (a prediction then reached the replay kernel's channels, undetected).
 UNIX_SOCKET_32 = PROBES + (
     "verdicts = (i386(359, socket.AF_UNIX, socket.SOCK_STREAM), attempt(lambda: socket.socket(socket.AF_UNIX)))\n"
     "print(42 if verdicts == ('EPERM', 'EPERM') else verdicts)"
 )
+# Before: the datagram arrived (UDP is no concern of Landlock's), with or without --allow-network.
 UDP_TO = PROBES + (
     "verdict = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {})))\n"
     "print(42 if verdict == 'ENETUNREACH' else verdict)"
 )
+# Before: RLIMIT_CPU of 1 s on exec-score, through prlimit, which Landlock does not guard.
 LIMIT_THE_SCORER = (
     "import resource\nimport psutil\n"
     "for process in psutil.Process().parents():\n"
     "    if 'exec-score' in ' '.join(process.cmdline()):\n"
     "        resource.prlimit(process.pid, resource.RLIMIT_CPU, (1, 1))"
 )
+# Before: the kernel held the results of the step's earlier children (the reference's first) when it forked
+# this one.
+SEEK_RESULTS = (
+    "import gc\n"
+    "found = [o for o in gc.get_objects() if isinstance(o, dict) and isinstance(o.get('messages'), list) and 'status' in o]\n"
+    "print(42 if not found else found)"
+)
 
 
-def test_a_prediction_gets_no_unix_socket_by_the_32_bit_entry_no_network_and_cannot_limit_the_scorer(
-    tmp_path: Path, listener: Any
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "allow-network"])
+def test_a_prediction_gets_no_unix_socket_network_scorer_limit_or_earlier_result(
+    tmp_path: Path, listener: Any, network: bool
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -194,14 +203,16 @@ def test_a_prediction_gets_no_unix_socket_by_the_32_bit_entry_no_network_and_can
     assert recorded.returncode == 0, recorded.stderr
     trajectory = tmp_path / "trajectories" / "session.jsonl"
     predictions = {
-        ("socket32", NEXT_CELL_TASK): {2: UNIX_SOCKET_32},
-        ("limiter", NEXT_CELL_TASK): {2: LIMIT_THE_SCORER},
-        ("udp", NEXT_CELL_TASK): {2: UDP_TO.format(listener.getsockname()[1])},
         ("honest", NEXT_CELL_TASK): {2: "print(6 * 7)", 3: "counter + 1"},
+        ("limiter", NEXT_CELL_TASK): {2: LIMIT_THE_SCORER},
+        ("seeker", NEXT_CELL_TASK): {2: SEEK_RESULTS},
+        ("socket32", NEXT_CELL_TASK): {2: UNIX_SOCKET_32},
+        ("udp", NEXT_CELL_TASK): {2: UDP_TO.format(listener.getsockname()[1])},
     }
     run_dir = tmp_path / "run"
     write_next_cell_logs(run_dir, read_trajectory(trajectory), predictions)
-    scored = run_themisto("exec-score", str(run_dir), "--trajectories", str(trajectory), "--timeout", "60", "--quiet")
+    arguments = ["exec-score", str(run_dir), "--trajectories", str(trajectory), "--timeout", "60", "--quiet"]
+    scored = run_themisto(*arguments, *(["--allow-network"] if network else []))
     assert scored.returncode == 0, scored.stderr
 
     def line(model: str, step: int = 2) -> dict[str, Any]:
@@ -209,7 +220,7 @@ def test_a_prediction_gets_no_unix_socket_by_the_32_bit_entry_no_network_and_can
         return {record["step"]: record for record in map(json.loads, lines)}[step]
 
     assert line("limiter")["error"] == "PermissionError: [Errno 1] Operation not permitted"
-    assert line("socket32")["exec_match"] == 1 and line("udp")["exec_match"] == 1
+    assert [line(model)["exec_match"] for model in ("seeker", "socket32", "udp")] == [1, 1, 1]
     assert _received(listener) == b""
     for step in (2, 3):
         assert (line(REFERENCE_MODEL, step)["exec_match"], line("honest", step)["exec_match"]) == (1, 1)

@@ -18,8 +18,10 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
 3. in the child: closes the other cells' code files, reads its own; moves into
    a process group of its own (so a timeout kills the child and whatever it
    started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
-   it inherited (the kernel's channels); with ``request.confine``, enters a
-   Landlock domain of its own (writes only in its private folder and
+   it inherited (the kernel's channels); with ``request.confine``, enters
+   user, IPC and network namespaces of its own
+   (:mod:`themisto.kernelside.namespaces`: no network even where the kernel
+   has it), a Landlock domain of its own (writes only in its private folder and
    ``/dev/null``, no TCP, signals and abstract sockets scoped, no ptrace outside)
    and a seccomp filter (:mod:`themisto.kernelside.seccomp`) that refuses, on
    top of the kernel's own, new Unix sockets (the kernel's channels are Unix
@@ -41,12 +43,13 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    into the kernel;
 4. in the parent: reads the child's frames until the cell's deadline (then the
    snapshot's) and kills the child's process group (at a deadline, and after
-   every cell, so nothing it started survives). Cells run one at a time, but
-   the next child is forked while the current one runs, and killed children
-   are reaped (and their folders deleted) once all cells of the request have
-   run: a fork and an exit cost tens of milliseconds for a kernel that loaded
-   pandas and scikit-learn (about 1,400 memory mappings to copy or unmap),
-   and overlap the cells instead of adding to them.
+   every cell, so nothing it started survives). Every child of the request is
+   forked before the first cell runs (so no child is a copy of a kernel that
+   holds another child's result, the reference's among them), cells run one
+   at a time, and killed children are reaped (and their folders deleted) once
+   all cells of the request have run: an exit costs tens of milliseconds for
+   a kernel that loaded pandas and scikit-learn (about 1,400 memory mappings
+   to unmap), and overlaps the next cells instead of adding to them.
 
 Each frame is one line of JSON; together they make a
 :class:`~themisto.kernelside.wire.ChildResult`. The module uses only the
@@ -78,6 +81,7 @@ MODULE_NAME = "_themisto_fork"
 SNAPSHOT_MODULE = "_themisto_snapshot"
 LANDLOCK_MODULE = "_themisto_landlock"
 SECCOMP_MODULE = "_themisto_seccomp"
+NAMESPACES_MODULE = "_themisto_namespaces"
 # What a confined child may write besides its own folder: opening /dev/null to write is a write to a file.
 ALSO_WRITABLE = ("/dev/null",)
 # ipykernel's OutStream publishes buffered text this long after the first write (its flush_interval).
@@ -338,6 +342,8 @@ def _child(
     _close_sockets()
     if request.confine:
         try:
+            # namespaces of its own: no network even where the kernel has it (--allow-network)
+            _BOUND["namespaces"](network=False, map_ids=False)
             _BOUND["confine"](list((folder, *ALSO_WRITABLE)), allow_network=False, scope=True)
             _BOUND["seccomp"](unix_sockets=False)
         except OSError as exc:
@@ -608,14 +614,15 @@ _BOUND: dict[str, Any] = {}
 
 
 def bind() -> None:
-    """Take the snapshot's ``take`` and ``JsonText``, Landlock's and seccomp's ``confine`` from their installed
-    modules."""
+    """Take the snapshot's ``take`` and ``JsonText``, Landlock's and seccomp's ``confine`` and the namespaces'
+    ``enter`` from their installed modules."""
     snapshot = sys.modules[SNAPSHOT_MODULE]
     _BOUND.update(
         take=snapshot.take,
         text=snapshot.JsonText,
         confine=sys.modules[LANDLOCK_MODULE].confine,
         seccomp=sys.modules[SECCOMP_MODULE].confine,
+        namespaces=sys.modules[NAMESPACES_MODULE].enter,
     )
 
 
@@ -625,10 +632,9 @@ def run(request: ForkRequest) -> Any:
     Returns the results as JSON text, a list of ``wire.ChildResult`` records, one per cell. The code files are
     opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
-    The cells run one at a time, but the next child is forked (and gets ready)
-    while the current one runs, so a fork's cost overlaps a cell instead of
-    adding to it. Killed children are reaped at the end, so their exits
-    (unmapping a copy of a large kernel) overlap the next cells too.
+    Every child is forked (and gets ready) before the first cell runs, so no child's memory holds the result of
+    another (the reference's, first, among them); the cells then run one at a time. Killed children are
+    reaped at the end, so their exits (unmapping a copy of a large kernel) overlap the next cells.
     """
     code_fds: list[int] = []
     try:
@@ -639,20 +645,18 @@ def run(request: ForkRequest) -> Any:
         for descriptor in code_fds:
             os.close(descriptor)
         raise
-    count = len(code_fds)
     children: list[Child] = []
     results = []
     try:
-        for index in range(count):
-            if index == 0:
-                children.append(Child(0, code_fds, request))
-            current = children[index]
-            os.close(code_fds[index])  # forked: the kernel keeps no way to the cell
+        # every child is forked before any cell runs: none is a copy of a kernel that holds another's result
+        for index in range(len(code_fds)):
+            children.append(Child(index, code_fds, request))
+        for index, descriptor in enumerate(code_fds):
+            os.close(descriptor)  # forked: the kernel keeps no way to the cells
             code_fds[index] = -1
-            current.start()
-            if index + 1 < count:
-                children.append(Child(index + 1, code_fds, request))
-            results.append(current.collect())
+        for child in children:
+            child.start()
+            results.append(child.collect())
     finally:
         for descriptor in code_fds:
             if descriptor >= 0:

@@ -1,7 +1,7 @@
 """Linux namespaces around a sandboxed kernel: no capability over the host, no network, whatever the caller's uid.
 
 The launcher's child calls :func:`enter` just before it becomes the kernel (single-threaded, as a forked child
-is). It moves into a new **user** namespace in which it keeps its own uid and gid (root stays uid 0 there, mapped
+is); a prediction's forked child calls it again, never with the network. It moves into a new **user** namespace in which it keeps its own uid and gid (root stays uid 0 there, mapped
 to root, so the files it owns stay its own), a new **IPC** namespace (System V IPC of its own) and, unless the
 kernel needs the host's network (``--allow-network``, or its ports over the tcp transport), a new **network**
 namespace that holds only a loopback interface, down: no UDP, ICMP, packet, netlink or TCP traffic reaches any
@@ -50,15 +50,21 @@ def _write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def enter(network: bool) -> None:
-    """Move this single-threaded process into the namespaces of the module and drop every capability."""
+def enter(network: bool, map_ids: bool = True) -> None:
+    """Move this single-threaded process into the namespaces of the module and drop every capability.
+
+    Without ``map_ids`` (a process in a Landlock domain, which may not write ``/proc/self/uid_map``) the user
+    namespace stays unmapped: its uid and gid read as the overflow ids (65534) inside, while the files it makes
+    still belong to its own.
+    """
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
     flags = CLONE_NEWUSER | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
     _check(libc.unshare(flags), "unshare")
-    _write("/proc/self/setgroups", "deny")  # required before an unprivileged process may map its group
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    if map_ids:
+        _write("/proc/self/setgroups", "deny")  # required before an unprivileged process may map its group
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
     drop_capabilities(libc)
 
 
