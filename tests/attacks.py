@@ -125,3 +125,46 @@ def private_mount_command(script: str) -> list[str]:
     if probe.returncode != 0:
         pytest.skip(f"cannot mount in a private namespace here: {probe.stderr.decode().strip()}")
     return [*base, "sh", "-ec", script]
+
+
+def seccomp_stand_in(rules: str) -> list[str]:
+    """``python -c CODE`` that runs the rest of its command line under a seccomp filter: ``rules``, lines of BPF
+    instructions ``(code, jt, jf, k),`` seeing the syscall number, then "allow". A stand-in for a system that
+    lacks what the rules refuse; the filter is inherited by every process started below it."""
+    code = f"""
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+program = b''.join(struct.pack('HBBI', *instruction) for instruction in [
+    (0x20, 0, 0, 0),  # load the syscall number
+{rules}
+    (0x06, 0, 0, 0x7FFF0000),  # allow
+])
+buffer = ctypes.create_string_buffer(program)
+fprog = struct.pack('HxxxxxxQ', len(program) // 8, ctypes.addressof(buffer))
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # no new privileges
+assert libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0, ctypes.get_errno()  # seccomp filter
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+"""
+    return [sys.executable, "-c", code]
+
+
+def assert_refused_unless_unconfined(tmp_path: Path, rules: str, *fragments: str) -> Path:
+    """Under the seccomp stand-in of ``rules``, ``record`` and ``stability`` refuse in one line holding every
+    fragment (and ``--no-sandbox``), before writing anything; ``record --no-sandbox`` runs. Its trajectory."""
+    notebook = write_notebook(tmp_path / "plain.ipynb", ["x = 1"])
+    wrapper = seccomp_stand_in(rules)
+
+    def run(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*wrapper, *themisto_command(*arguments)[1:]],
+            capture_output=True, text=True, env=process_environment(), cwd=REPOSITORY, timeout=PROCESS_TIMEOUT,
+        )  # fmt: skip
+
+    for command in (["record", str(notebook), "-o", str(tmp_path / "out")], ["stability", str(tmp_path / "none")]):
+        refused = run(*command)
+        assert refused.returncode == 2
+        assert_one_line_error(refused.stderr, command[0], *fragments, "--no-sandbox")
+    assert not (tmp_path / "out" / "plain.jsonl").exists()
+    unconfined = run("record", str(notebook), "-o", str(tmp_path / "out"), "--no-sandbox")
+    assert unconfined.returncode == 0, unconfined.stderr
+    return tmp_path / "out" / "plain.jsonl"

@@ -25,7 +25,7 @@ import pytest
 from dataset_fixture import write_dataset
 from tiny_model import make_tiny_model
 
-from themisto.kernel.inside import landlock
+from themisto.kernel.inside import landlock, namespaces
 from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
 
@@ -35,7 +35,10 @@ KERNEL_FIXTURES = frozenset({"kernel", "fresh_kernel"})
 # A process is a kernel (or starts some) when its command line names one of these.
 KERNEL_PROGRAMS = ("ipykernel_launcher", "themisto.kernel.launcher")
 KERNEL_COMMANDS = frozenset({"record", "stability", "exec-score"})
-NO_LANDLOCK_SKIP = "this system has no Linux Landlock, so kernels refuse to start sandboxed (see SECURITY.md)"
+NO_SANDBOX_SKIP = (
+    "this system has no Linux Landlock, or refuses user and network namespaces, so kernels refuse to start"
+    " sandboxed (see SECURITY.md)"
+)
 # tests/vllm_backend run vLLM for real in the environment `make vllm` makes (`make test-vllm`); the main one has no vLLM
 collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm_backend"]
 
@@ -88,14 +91,14 @@ def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Kernels start in a Landlock sandbox unless told otherwise, and refuse to start where the system has
-    # none: there the kernel tests are skipped with the reason, not failed by the hundred.
-    no_landlock = landlock.abi_version() < 1
+    # Kernels start in a sandbox (Landlock, namespaces) unless told otherwise, and refuse to start where the
+    # system offers none: there the kernel tests are skipped with the reason, not failed by the hundred.
+    no_sandbox = landlock.abi_version() < 1 or namespaces.unavailable() is not None
     for item in items:
         if KERNEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kernel)
-        if no_landlock and item.get_closest_marker("kernel"):
-            item.add_marker(pytest.mark.skip(reason=NO_LANDLOCK_SKIP))
+        if no_sandbox and item.get_closest_marker("kernel"):
+            item.add_marker(pytest.mark.skip(reason=NO_SANDBOX_SKIP))
 
 
 # --- the kernel marker, kept honest --------------------------------------------------------------

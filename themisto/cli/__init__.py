@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None and getattr(args, "starts_kernels", False):
             _reexec_without_credentials(getattr(args, "pass_env", None) or ())
             _second_interrupt_quits(args.command)
+        _warn_of_trust(args)
         return int(args.func(args) or 0)
     except ThemistoError as exc:
         # One line, whatever a wrapped library put into the message; options named by their flags.
@@ -105,6 +106,17 @@ def _reexec_without_credentials(keep: Sequence[str]) -> None:
         os.execve(sys.executable, sys.orig_argv, kernel_environment(os.environ, keep))
     except OSError as exc:
         raise KernelError(f"cannot run without credentials in the environment: {exc.strerror or exc}") from None
+
+
+def _warn_of_trust(args: argparse.Namespace) -> None:
+    """One line on stderr where the caller lets the kernels out of the sandbox, or onto the network."""
+    if getattr(args, "sandbox", True) is False:
+        what = "--no-sandbox: the kernels run unconfined, with every file, process and network your user can reach"
+    elif getattr(args, "allow_network", False):
+        what = "--allow-network: the kernels may use the network, of any protocol"
+    else:
+        return
+    print(f"themisto {args.command}: warning: {what}", file=sys.stderr)
 
 
 def _second_interrupt_quits(command: str) -> None:

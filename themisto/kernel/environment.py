@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themisto.exceptions import InputError, OptionError
-from themisto.kernel.inside import landlock
+from themisto.kernel.inside import landlock, namespaces
 from themisto.kernel.inside.wire import Sandbox
 
 if TYPE_CHECKING:
@@ -244,6 +244,14 @@ class KernelSandbox:
                 offers="has no Landlock" if abi < 1 else f"offers Landlock ABI {abi}",
                 what=_NEEDED_BY.get(needs, "the sandbox"),
                 needs=needs,
+            )
+        reason = namespaces.unavailable()
+        if reason is not None:
+            raise OptionError(
+                "this system does not let a kernel have user and network namespaces of its own ({reason}), which"
+                " keep the notebook's kernels off the network and without capabilities: run unconfined with"
+                " {sandbox:False}, knowing what the sandbox keeps from the notebook's code (see SECURITY.md)",
+                reason=reason,
             )
         return cls(abi, options.allow_network)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from themisto.kernel.inside import fork, landlock, snapshot, wire
+from themisto.kernel.inside import fork, landlock, namespaces, seccomp, snapshot, wire
 
 
 def module_install_code(path: str, name: str, filename: str, after: str | None = None) -> str:
@@ -57,13 +57,18 @@ def versions_expression() -> str:
 
 
 def fork_install_code() -> str:
-    """Code for a silent execution that installs the Landlock and forked-run modules (after the snapshot's).
+    """Code for a silent execution that installs the modules of a forked run (Landlock, seccomp, namespaces, the
+    run itself), after the snapshot's.
 
     ``fork.bind`` then takes the other modules' functions it calls, so a later cell that replaces an entry of
     ``sys.modules`` changes nothing in the children.
     """
     return (
         module_install_code(landlock.__file__, fork.LANDLOCK_MODULE, "<themisto-landlock>")
+        + "\n"
+        + module_install_code(seccomp.__file__, fork.SECCOMP_MODULE, "<themisto-seccomp>")
+        + "\n"
+        + module_install_code(namespaces.__file__, fork.NAMESPACES_MODULE, "<themisto-namespaces>")
         + "\n"
         + module_install_code(fork.__file__, fork.MODULE_NAME, "<themisto-fork>", after="bind")
     )

@@ -41,7 +41,11 @@ and waits):
   ``allow_network``; it may bind the ``bind_ports``, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
   this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
   inherits the domain.
-- A kernel started by root loses, from its capability bounding set, the
+- A confined kernel also runs in namespaces of its own (:mod:`themisto.kernel.inside.namespaces`: user, IPC and,
+  without the network, network) with no capability at all, whatever the caller's uid, and under a seccomp
+  filter (:mod:`themisto.kernel.inside.seccomp`: no foreign-architecture entry, ``ptrace``, ``prlimit`` of another
+  process, reboot, clock, module or device-node call).
+- An unconfined kernel started by root loses, from its capability bounding set, the
   capabilities that read another process's memory or environment
   (``CAP_SYS_PTRACE``, ``CAP_SYS_ADMIN``, ``CAP_PERFMON``, ``CAP_BPF``,
   ``CAP_SYS_MODULE``, ``CAP_SYS_RAWIO``), so it cannot read the recorder's,
@@ -57,7 +61,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from themisto.kernel.inside import landlock
+from themisto.kernel.inside import landlock, namespaces, seccomp
 from themisto.kernel.inside.wire import LaunchRequest, Sandbox, WireError
 
 MODULE = "themisto.kernel.launcher"
@@ -123,9 +127,12 @@ def _become_kernel(command: list[str], request: LaunchRequest, launcher: int) ->
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != launcher:  # the launcher died before the death signal was armed
             os._exit(1)
+        if request.sandbox is not None:  # namespaces first: a new user namespace needs this single-threaded child
+            namespaces.enter(network=request.sandbox.allow_network or bool(request.sandbox.bind_ports))
+        else:
+            for capability in _MEMORY_READING_CAPABILITIES:
+                _prctl(_PR_CAPBSET_DROP, capability)  # fails harmlessly for a user who has no capabilities
         apply_limits(request.max_memory, request.max_cpu_seconds)
-        for capability in _MEMORY_READING_CAPABILITIES:
-            _prctl(_PR_CAPBSET_DROP, capability)  # fails harmlessly for a user who has no capabilities
         if request.sandbox is not None:
             confine(request.sandbox)
         os.execvp(command[0], command)
@@ -135,10 +142,13 @@ def _become_kernel(command: list[str], request: LaunchRequest, launcher: int) ->
 
 
 def confine(sandbox: Sandbox) -> int:
-    """Enter the Landlock domain of ``sandbox`` (this process, single-threaded, from now on); the ABI in force."""
-    return landlock.confine(
+    """Enter the Landlock domain of ``sandbox`` and the seccomp filter (this process, single-threaded, from now
+    on); the Landlock ABI in force."""
+    abi = landlock.confine(
         sandbox.writable, allow_network=sandbox.allow_network, scope=True, bind_ports=sandbox.bind_ports
     )
+    seccomp.confine(unix_sockets=True)  # the kernel's own channels are Unix sockets
+    return abi
 
 
 def kill_descendants() -> None:

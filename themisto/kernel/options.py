@@ -96,14 +96,15 @@ class KernelOptions:
     # passes a variable; the provenance says which sandbox was in force (Provenance.sandbox).
     sandbox: bool = option(
         True,
-        "run the kernels unconfined: without the Landlock sandbox that lets a kernel write only beneath its"
-        " working directory and private folders, use no TCP, and signal or trace no process outside; for a"
-        " system without Landlock (see SECURITY.md)",
+        "run the kernels unconfined: without the sandbox (Landlock, namespaces, seccomp) that lets a kernel"
+        " write only beneath its working directory and private folders, use no network and no capability,"
+        " and signal or trace no process outside; for a system without Landlock or namespaces (see"
+        " SECURITY.md); prints a warning",
         categories=("trust", "environment"),
     )
     allow_network: bool = option(
         False,
-        "let the sandboxed kernels connect and bind TCP sockets",
+        "let the sandboxed kernels use the network, of any protocol; prints a warning",
         default_text="denied",
         categories=("trust", "environment"),
     )

@@ -8,5 +8,7 @@ fails on any other import. They are importable in-process, so their helpers are 
 - :mod:`themisto.kernel.inside.snapshot`: describes the user namespace after each cell (``take``).
 - :mod:`themisto.kernel.inside.fork`: runs predictions in forked copies of the kernel (``run``).
 - :mod:`themisto.kernel.inside.landlock`: confines a process with Linux Landlock (``confine``).
+- :mod:`themisto.kernel.inside.seccomp`: refuses the system calls no kernel or prediction needs (``confine``).
+- :mod:`themisto.kernel.inside.namespaces`: user, IPC and network namespaces without capabilities (``enter``).
 - :mod:`themisto.kernel.inside.wire`: the request and result records both sides of the boundary share.
 """

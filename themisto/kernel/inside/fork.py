@@ -18,11 +18,14 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
 3. in the child: closes the other cells' code files, reads its own; moves into
    a process group of its own (so a timeout kills the child and whatever it
    started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
-   it inherited (the kernel's channels); with ``request.confine``, enters a
-   Landlock domain of its own (writes only in its private folder and
+   it inherited (the kernel's channels); with ``request.confine``, enters
+   user, IPC and network namespaces of its own
+   (:mod:`themisto.kernel.inside.namespaces`: no network even where the kernel
+   has it), a Landlock domain of its own (writes only in its private folder and
    ``/dev/null``, no TCP, signals and abstract sockets scoped, no ptrace outside)
-   and a seccomp filter that refuses new Unix sockets (the kernel's channels
-   are Unix sockets in a folder, which Landlock does not guard); points its
+   and a seccomp filter (:mod:`themisto.kernel.inside.seccomp`) that refuses, on
+   top of the kernel's own, new Unix sockets (the kernel's channels are Unix
+   sockets in a folder, which Landlock does not guard); points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
    private file, and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
@@ -40,12 +43,13 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    into the kernel;
 4. in the parent: reads the child's frames until the cell's deadline (then the
    snapshot's) and kills the child's process group (at a deadline, and after
-   every cell, so nothing it started survives). Cells run one at a time, but
-   the next child is forked while the current one runs, and killed children
-   are reaped (and their folders deleted) once all cells of the request have
-   run: a fork and an exit cost tens of milliseconds for a kernel that loaded
-   pandas and scikit-learn (about 1,400 memory mappings to copy or unmap),
-   and overlap the cells instead of adding to them.
+   every cell, so nothing it started survives). Every child of the request is
+   forked before the first cell runs (so no child is a copy of a kernel that
+   holds another child's result, the reference's among them), cells run one
+   at a time, and killed children are reaped (and their folders deleted) once
+   all cells of the request have run: an exit costs tens of milliseconds for
+   a kernel that loaded pandas and scikit-learn (about 1,400 memory mappings
+   to unmap), and overlaps the next cells instead of adding to them.
 
 Each frame is one line of JSON; together they make a
 :class:`~themisto.kernel.inside.wire.ChildResult`. The module uses only the
@@ -63,7 +67,6 @@ import os
 import select
 import shutil
 import signal
-import socket
 import stat
 import sys
 import tempfile
@@ -79,6 +82,8 @@ MODULE_NAME = "_themisto_fork"
 SNAPSHOT_MODULE = "_themisto_snapshot"
 WIRE_MODULE = "_themisto_wire"
 LANDLOCK_MODULE = "_themisto_landlock"
+SECCOMP_MODULE = "_themisto_seccomp"
+NAMESPACES_MODULE = "_themisto_namespaces"
 # What a confined child may write besides its own folder: opening /dev/null to write is a write to a file.
 ALSO_WRITABLE = ("/dev/null",)
 # ipykernel's OutStream publishes buffered text this long after the first write (its flush_interval).
@@ -330,8 +335,10 @@ def _child(
     _close_sockets()
     if request.confine:
         try:
+            # namespaces of its own: no network even where the kernel has it (--allow-network)
+            _BOUND["namespaces"](network=False, map_ids=False)
             _BOUND["confine"](list((folder, *ALSO_WRITABLE)), allow_network=False, scope=True)
-            deny_unix_sockets()
+            _BOUND["seccomp"](unix_sockets=False)
         except OSError as exc:
             write(_frame("fault", "OSError", f"cannot confine the prediction: {exc}").to_json())
             return
@@ -371,56 +378,6 @@ def _child(
     )
     write(outcome.to_json())
     write(_BOUND["take"](request.snapshot).text)
-
-
-# seccomp: the architecture's audit number and its socket(2) number, for the filter below.
-_SOCKET_SYSCALLS = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
-_PR_SET_SECCOMP = 22
-_SECCOMP_MODE_FILTER = 2
-_SECCOMP_RET_ALLOW = 0x7FFF0000
-_SECCOMP_RET_ERRNO = 0x00050000
-
-
-def deny_unix_sockets() -> None:
-    """Refuse ``socket(AF_UNIX, ...)`` to this process from now on (a seccomp filter); OSError where it cannot.
-
-    The replay kernel's channels are Unix sockets in a folder, which Landlock does not guard (it scopes
-    only abstract ones): without a new Unix socket a child cannot connect to them, and it has closed
-    the ones it inherited. ``socketpair`` (asyncio's self-pipe) still works. Needs ``no_new_privs``,
-    which :func:`landlock.confine` sets.
-    """
-    import ctypes
-    import errno
-    import platform
-
-    found = _SOCKET_SYSCALLS.get(platform.machine())
-    if found is None:
-        raise OSError(errno.ENOSYS, f"no seccomp filter for {platform.machine()}")
-    arch, socket_call = found
-
-    class Instruction(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
-
-    load, jump_equal, give = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K
-    program = [
-        (load, 0, 0, 4),  # seccomp_data.arch
-        (jump_equal, 0, 5, arch),
-        (load, 0, 0, 0),  # seccomp_data.nr
-        (jump_equal, 0, 3, socket_call),
-        (load, 0, 0, 16),  # seccomp_data.args[0], its low 32 bits: the address family
-        (jump_equal, 0, 1, socket.AF_UNIX),
-        (give, 0, 0, _SECCOMP_RET_ERRNO | errno.EACCES),
-        (give, 0, 0, _SECCOMP_RET_ALLOW),
-    ]
-    instructions = (Instruction * len(program))(*[Instruction(*line) for line in program])
-    filter_program = Program(len(program), instructions)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(filter_program), 0, 0) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"seccomp: {os.strerror(code)}")
 
 
 def _frame(status: str, ename: str, evalue: str) -> ChildResult:
@@ -644,14 +601,16 @@ _BOUND: dict[str, Any] = {}
 
 
 def bind() -> None:
-    """Take the snapshot's ``take`` and ``JsonText``, Landlock's ``confine`` and the wire's records from their
-    installed modules."""
+    """Take the snapshot's ``take`` and ``JsonText``, Landlock's and seccomp's ``confine``, the namespaces'
+    ``enter`` and the wire's records from their installed modules."""
     snapshot = sys.modules[SNAPSHOT_MODULE]
     _BOUND.update(
         take=snapshot.take,
         text=snapshot.JsonText,
         confine=sys.modules[LANDLOCK_MODULE].confine,
         wire=sys.modules[WIRE_MODULE],
+        seccomp=sys.modules[SECCOMP_MODULE].confine,
+        namespaces=sys.modules[NAMESPACES_MODULE].enter,
     )
 
 
@@ -661,10 +620,9 @@ def run(request: ForkRequest) -> Any:
     Returns a ``wire.ForkResult`` as JSON text, one ``wire.ChildResult`` per cell. The code files are
     opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
-    The cells run one at a time, but the next child is forked (and gets ready)
-    while the current one runs, so a fork's cost overlaps a cell instead of
-    adding to it. Killed children are reaped at the end, so their exits
-    (unmapping a copy of a large kernel) overlap the next cells too.
+    Every child is forked (and gets ready) before the first cell runs, so no child's memory holds the result of
+    another (the reference's, first, among them); the cells then run one at a time. Killed children are
+    reaped at the end, so their exits (unmapping a copy of a large kernel) overlap the next cells.
     """
     code_fds: list[int] = []
     try:
@@ -675,20 +633,18 @@ def run(request: ForkRequest) -> Any:
         for descriptor in code_fds:
             os.close(descriptor)
         raise
-    count = len(code_fds)
     children: list[Child] = []
     results = []
     try:
-        for index in range(count):
-            if index == 0:
-                children.append(Child(0, code_fds, request))
-            current = children[index]
-            os.close(code_fds[index])  # forked: the kernel keeps no way to the cell
+        # every child is forked before any cell runs: none is a copy of a kernel that holds another's result
+        for index in range(len(code_fds)):
+            children.append(Child(index, code_fds, request))
+        for index, descriptor in enumerate(code_fds):
+            os.close(descriptor)  # forked: the kernel keeps no way to the cells
             code_fds[index] = -1
-            current.start()
-            if index + 1 < count:
-                children.append(Child(index + 1, code_fds, request))
-            results.append(current.collect())
+        for child in children:
+            child.start()
+            results.append(child.collect())
     finally:
         for descriptor in code_fds:
             if descriptor >= 0:

@@ -137,7 +137,7 @@ class ForkRequest(Record):
     max_raw_output_chars: int  # the output a child keeps
     root: str  # the kernel's working directory, copied for each child
     scratch: str  # where the children's private folders are made
-    confine: bool  # each child runs in a nested Landlock domain of its own (``landlock.confine``)
+    confine: bool  # each child runs confined: namespaces, a nested Landlock domain and seccomp filter of its own
     snapshot: SnapshotRequest  # the snapshot each child takes of its namespace after its cell
 
 
