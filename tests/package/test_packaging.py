@@ -19,7 +19,11 @@ MAKEFILE_INSTALLS = {"torch"}
 IMPORT_LINE = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", re.MULTILINE)
 # Modules of the package that only run with an extra installed (an integration with another
 # library), and that extra: what they import beyond install_requires must come with it.
-OPTIONAL_MODULES = {"themisto/integrations.py": "train", "themisto/evaluation/shared_prefix.py": "hf"}
+OPTIONAL_MODULES = {
+    "themisto/integrations.py": "train",
+    "themisto/evaluation/shared_prefix.py": "hf",
+    "themisto/evaluation/local_models.py": "hf",  # the export loads the GGUF model
+}
 
 
 def _dist(name: str) -> str:
