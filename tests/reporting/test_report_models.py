@@ -200,3 +200,34 @@ def test_generative_metrics_are_compared_on_the_examples_both_scored(tmp_path: P
     # Higher is better here: the model ranked below is the worse one.
     assert row["the benchmark"] == "ranks org/half below org/right"
     assert "themisto_output: org/half vs org/right: only 119 examples appear in both" in _section(markdown, "Notes")
+
+
+def _size(folder: Path) -> int:
+    """The bytes of every file beneath ``folder``."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def test_the_compact_copy_gives_the_same_report_at_a_fraction_of_the_size(two_models: dict, tmp_path: Path) -> None:
+    runs = two_models["runs"]
+    copy = tmp_path / "compact"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["compact", str(runs), "-o", str(copy)]) == 0
+    # the same per-example scores, doc columns and model names: the report is the same text but for the folder
+    assert _report(copy).replace(str(copy), str(runs)) == two_models["markdown"]
+    assert _size(copy) * 5 < _size(runs)
+    (line,) = [
+        json.loads(text)
+        for path in copy.rglob("samples_themisto_output_runtime_bpb_*.jsonl")
+        for text in path.read_text(encoding="utf-8").splitlines()[:1]
+        if COMPRESSION in str(path)
+    ]
+    assert "arguments" not in line and "resps" not in line and "history" not in line["doc"]
+    assert {"example_id", "trajectory_id", "bits_per_byte", "prompt_hash"} <= set(line) | set(line["doc"])
+
+
+def test_compact_refuses_an_output_inside_its_run_folder(two_models: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = two_models["runs"]
+    assert main(["compact", str(runs), "-o", str(runs / "copy")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "must not lie inside the run folder" in line
+    assert not (runs / "copy").exists()

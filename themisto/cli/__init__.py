@@ -10,7 +10,7 @@ heavy libraries are imported inside the ``func`` bodies to keep start-up fast
 - :mod:`~themisto.cli.build`, :mod:`~themisto.cli.show`, :mod:`~themisto.cli.publish`,
   :mod:`~themisto.cli.import_zenodo`: the dataset, an example of it, the Hub, the published logs
 - :mod:`~themisto.cli.eval`, :mod:`~themisto.cli.exec_score`, :mod:`~themisto.cli.tasks_path`: scoring models
-- :mod:`~themisto.cli.report`: the report of one or more runs
+- :mod:`~themisto.cli.report`, :mod:`~themisto.cli.compact`: the report of one or more runs, their logs made small
 - :mod:`~themisto.cli.options`: what the subcommands share: flags of declared options, sizes, shards, progress
   bars, errors spelled with flags
 """
@@ -38,6 +38,7 @@ SUBCOMMANDS = [
     "eval",
     "exec_score",
     "report",
+    "compact",
     "stability",
     "tasks_path",
 ]
