@@ -7,7 +7,8 @@ Installed in the kernel after the wire module (see :mod:`themisto.kernel.inject`
   code's JSON, not the kernel's messages. What a cell can still reach (``json.JSONEncoder``, the session
   object itself) may garble or stop the messages; the recorder then waits only its grace for the reply
   (:mod:`themisto.kernel.transport`).
-- Every ``stream`` message leaves the kernel cut to the request's output budget
+- Every ``stream`` message the kernel's streams send (``sys.stdout``, ``sys.stderr``) leaves the kernel cut
+  to the request's output budget
   (:class:`~themisto.kernel.inside.wire.StreamBudget`, the budget the recorder keeps), naming what it
   dropped in ``themisto_dropped`` (characters, trailing newlines), so a cell that prints 200 MB sends the
   recorder at most its budget and the recorder still knows the output's full length. The stream of a
@@ -87,6 +88,8 @@ class StreamCap:
         content["text"] = self.room.take(text)
         dropped = self.room.dropped_chars - dropped_before
         if dropped:
-            trailing = len(text) - len(text.rstrip("\n"))
-            content[DROPPED_KEY] = [dropped, min(trailing, dropped)]
+            trailing = 0  # counted from the end, not by stripping a copy of what may be 200 MB
+            while trailing < dropped and text[-1 - trailing] == "\n":
+                trailing += 1
+            content[DROPPED_KEY] = [dropped, trailing]
         return True
