@@ -82,6 +82,8 @@ class Provenance(Generic[Options]):
     workdir: Path | None = None  # the folder the kernel ran in
     # the kernel's confinement: "landlock-abi-N" (with "+network" where TCP was allowed), "none", or None: unknown
     sandbox: str | None = None
+    # steps a killed recording left unfinished that a resume ran again, in the state it rebuilt by replay
+    resumed_steps: tuple[int, ...] = ()
 
     def versions(self) -> dict[str, str | None]:
         """What made the steps, beyond the options: Themisto, the schema and the kernel's versions."""
@@ -119,6 +121,8 @@ def write_provenance(trajectory: Path, provenance: Provenance[Any]) -> Path:
         "sandbox": provenance.sandbox,
         "source": source,
     }
+    if provenance.resumed_steps:  # only a resumed recording says so: every other file is as before
+        data["resumed_steps"] = list(provenance.resumed_steps)
     if provenance.options is not None:
         saved = saved_options(type(provenance.options))
         options = {name: getattr(provenance.options, name) for name in saved if name != "workdir"}
@@ -175,6 +179,7 @@ def read_provenance(trajectory: Path, kind: type[KernelOptions] = KernelOptions)
             ipykernel=data.get("ipykernel"),
             libraries={str(name): str(version) for name, version in (data.get("libraries") or {}).items()},
             sandbox=data.get("sandbox"),
+            resumed_steps=tuple(int(step) for step in data.get("resumed_steps") or ()),
             options=options,
             workdir=workdir,
         )

@@ -189,6 +189,8 @@ def test_a_disk_that_fills_mid_run_keeps_the_complete_steps_and_resume_moves_pas
         $THEMISTO record "$FS/fill.ipynb" -o "$FS/out" 2> {tmp_path}/full.err; echo $? > {tmp_path}/full.code
         cp "$FS/out/fill.jsonl" {tmp_path}/after-full.jsonl
         rm "$FS/filler"
+        $THEMISTO record "$FS/fill.ipynb" -o "$FS/out" --resume 2> {tmp_path}/rerun.err; echo $? > {tmp_path}/rerun.code
+        rm "$FS/filler"
         $THEMISTO record "$FS/fill.ipynb" -o "$FS/out" --resume 2> {tmp_path}/resume.err; echo $? > {tmp_path}/resume.code
         cp "$FS/out/fill.jsonl" {tmp_path}/after-resume.jsonl
         ls -a "$FS/out" > {tmp_path}/listing
@@ -199,11 +201,14 @@ def test_a_disk_that_fills_mid_run_keeps_the_complete_steps_and_resume_moves_pas
     assert_one_line_error((tmp_path / "full.err").read_text(), "record", "No space left on device")
     kept = read_trajectory(tmp_path / "after-full.jsonl")
     assert [step.code for step in kept] == cells[:2]  # complete steps, and no torn line
+    # the first resume runs the cell once more (a recorder killed from outside loses no step): it fills the disk
+    assert (tmp_path / "rerun.code").read_text().strip() == "2"
+    assert_one_line_error((tmp_path / "rerun.err").read_text(), "record", "No space left on device")
     assert (tmp_path / "resume.code").read_text().strip() == "0", (tmp_path / "resume.err").read_text()
     resumed = read_trajectory(tmp_path / "after-resume.jsonl")
     assert [step.code for step in resumed] == cells
     stopped, after = resumed[2], resumed[3]
-    assert stopped.error["ename"] == RECORDING_STOPPED_ERROR  # not run again: the disk stays free
+    assert stopped.error["ename"] == RECORDING_STOPPED_ERROR  # not run a third time: the disk stays free
     assert after.restarted and after.error is not None  # a fresh kernel: a and b are gone, as is the cell's state
     assert (tmp_path / "listing").read_text().split() == [".", "..", "fill.jsonl", "fill.provenance.json"]
 
@@ -220,6 +225,10 @@ def test_a_cell_that_kills_the_recorder_does_not_stop_every_later_resume(tmp_pat
     assert killed.returncode == -signal.SIGKILL
     assert [step.code for step in read_trajectory(out / "killer.jsonl")] == cells[:1]
     assert lock_path(out / "killer.jsonl").exists()  # it says which step was running
+    # the first resume runs that step once more, in the state rebuilt by replay: it kills the recorder again
+    rerun = run_themisto("record", str(notebook), "-o", str(out), "--resume", "--no-sandbox")
+    assert rerun.returncode == -signal.SIGKILL
+    assert [step.code for step in read_trajectory(out / "killer.jsonl")] == cells[:1]
     resumed = run_themisto("record", str(notebook), "-o", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stderr
     steps = read_trajectory(out / "killer.jsonl")

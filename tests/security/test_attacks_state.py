@@ -227,9 +227,9 @@ def test_c8_a_cell_that_patches_json_dumps_neither_crashes_the_recorder_nor_forg
     ]
     kept, patched, after = recorded_steps(tmp_path, "dumps", cells, "--timeout", "10")
     assert [v.name for v in kept.runtime] == ["kept"]
-    # every message the kernel sends is now that text: the kernel no longer talks, so it is restarted
-    assert patched.error is not None and patched.error["ename"] == "DeadKernelError"
-    assert after.restarted and after.output == "4" and [v.name for v in after.runtime] == ["z"]
+    # the kernel packs its messages with the json.dumps of install time (kernel/inside/channels.py)
+    assert patched.error is None and sorted(v.name for v in patched.runtime) == ["kept"]
+    assert not after.restarted and after.output == "4" and sorted(v.name for v in after.runtime) == ["kept", "z"]
 
 
 # A cell that makes a variable, prints, and then its snapshot meets the hostile repr below.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from themisto.kernel.inside import fork, landlock, namespaces, seccomp, snapshot, wire
+from themisto.kernel.inside import channels, fork, landlock, namespaces, seccomp, snapshot, wire
 
 
 def module_install_code(path: str, name: str, filename: str, after: str | None = None) -> str:
@@ -32,12 +32,17 @@ def _call(module: str, function: str, arguments: str) -> str:
     return f"__import__('sys').modules[{module!r}].{function}({arguments})"
 
 
-def snapshot_install_code() -> str:
-    """Code for a silent execution that installs the wire and snapshot modules and guards the kernel's streams."""
+def snapshot_install_code(stream_budget: int) -> str:
+    """Code for a silent execution that installs the wire and snapshot modules, guards the kernel's streams,
+    and binds its messages' packing and cuts their stream text to ``stream_budget`` characters a request."""
     return (
         module_install_code(wire.__file__, wire.MODULE_NAME, "<themisto-wire>")
         + "\n"
         + module_install_code(snapshot.__file__, snapshot.MODULE_NAME, "<themisto-snapshot>", after="guard_streams")
+        + "\n"
+        + module_install_code(channels.__file__, channels.MODULE_NAME, "<themisto-channels>")
+        + "\n"
+        + _call(channels.MODULE_NAME, "install", str(int(stream_budget)))
     )
 
 

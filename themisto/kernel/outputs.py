@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from themisto.kernel.inside import snapshot, wire
+from themisto.kernel.inside import channels, snapshot, wire
 
 # Ends a recorded output cut at KernelOptions.max_output_chars. It is part of the recorded output, so of
 # the target a model predicts, and names the full length; the builder's PROMPT_REPR_TRUNCATION_MARK
@@ -144,6 +144,7 @@ class OutputCollector(wire.StreamBudget):
         output = scrub(dict(nbformat.v4.output_from_msg(msg)))  # type: ignore[no-untyped-call]
         if kind == "stream":
             self._add_stream(output)
+            self._count_kernel_cut(msg["content"].get(channels.DROPPED_KEY))
         else:
             self.outputs.append(self._fit(output))
 
@@ -165,6 +166,15 @@ class OutputCollector(wire.StreamBudget):
         else:
             output["text"] = kept
             self.outputs.append(output)
+
+    def _count_kernel_cut(self, dropped: Any) -> None:
+        """Count the stream text the kernel dropped past the same budget (``[characters, trailing newlines]``,
+        untrusted: anything else counts nothing)."""
+        if not (isinstance(dropped, list) and len(dropped) == 2 and all(type(n) is int for n in dropped)):
+            return
+        chars, trailing = dropped
+        if 0 < chars < snapshot.INT64_LIMIT // 2 and 0 <= trailing <= chars:
+            self.count_dropped(chars, trailing)
 
     def _fit(self, output: dict[str, Any]) -> dict[str, Any]:
         data = output.get("data")

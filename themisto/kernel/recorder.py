@@ -144,7 +144,7 @@ class Recorder:
         """Install the snapshot module in the kernel; ``again``: after a cell broke it, and failing quietly."""
         self._snapshots.reinstall = False
         install = self.session.execute(
-            inject.snapshot_install_code(),
+            inject.snapshot_install_code(self.options.max_raw_output_chars),
             silent=True,
             timeout=KERNEL_START_TIMEOUT,
             user_expressions={"versions": inject.versions_expression()},
@@ -261,6 +261,10 @@ class Recorder:
         """Pass a recorded :data:`RECORDING_STOPPED_ERROR` step without running it: restart, as it was recorded."""
         self._restarted = False
         self.restart()
+        self.next_step += 1
+
+    def skip(self) -> None:
+        """Pass a recorded step without running it: one before the restart a resume replays from."""
         self.next_step += 1
 
     def replay(self, code: str, interrupt_after: float | None = None) -> None:

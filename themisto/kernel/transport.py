@@ -8,7 +8,8 @@ beneath that directory and its private folders.
 Whatever the kernel does, a request ends in an :class:`Execution`: a request
 past its timeout is interrupted; a kernel that dies, ignores the interrupt, or
 stops handling requests (it does not start a request within
-:data:`SILENT_KERNEL_GRACE` seconds, or ends one without a reply) is marked so,
+:data:`SILENT_KERNEL_GRACE` seconds, or ends one, by its idle status or its
+snapshot's end, without a reply for as long) is marked so,
 for the caller to restart it. Where that happens after the cell finished,
 while its snapshot ran (the kernel writes to a file of its private folder when
 the snapshot begins and ends), the execution says how long the cell ran.
@@ -206,8 +207,8 @@ class KernelSession:
         """Send one execute request and wait for its reply and its outputs, within ``timeout``.
 
         A kernel that does not start the request (no ``busy`` status) within
-        :data:`SILENT_KERNEL_GRACE` seconds, or ends it (``idle``) without a
-        reply for as long, is marked ``unresponsive``; ``stop`` raises :class:`Stopped`.
+        :data:`SILENT_KERNEL_GRACE` seconds, or ends it (``idle``, or the end of its snapshot in the file
+        :func:`snapshot.announce_snapshot` writes) without a reply for as long, is marked ``unresponsive``; ``stop`` raises :class:`Stopped`.
 
         ``interrupt_after`` seconds after the request (if it is still running) the kernel is
         interrupted as a user would: the cell ends in a KeyboardInterrupt, not a timeout.
@@ -233,6 +234,8 @@ class KernelSession:
         silent_after: float | None = started + SILENT_KERNEL_GRACE
         interrupt_at = started + interrupt_after if interrupt_after is not None else None
         idle = False
+        finished = False  # the kernel's file says the cell and its snapshot ended: only the reply is left
+        look_at = started  # when to read that file next
         while execution.reply is None or not idle:
             if self.stop is not None and self.stop.is_set():
                 raise Stopped
@@ -240,11 +243,17 @@ class KernelSession:
             if interrupt_at is not None and execution.reply is None and now >= interrupt_at:
                 self._manager.interrupt_kernel()
                 interrupt_at = None
+            if execution.reply is None and silent_after is None and now >= look_at:
+                # a reply its packer garbled or never sent (a cell that broke the kernel's messages) is waited
+                # for the grace, not the timeout
+                look_at = now + POLL_INTERVAL
+                if self._announced(msg_id) == "done":
+                    finished, silent_after = True, now + SILENT_KERNEL_GRACE
             if silent_after is not None and now > silent_after and self._manager.is_alive():
                 execution.unresponsive = (
-                    f"did not start the cell within {SILENT_KERNEL_GRACE:g} s"
-                    if not idle
-                    else f"finished the cell without a reply within {SILENT_KERNEL_GRACE:g} s"
+                    f"finished the cell without a reply within {SILENT_KERNEL_GRACE:g} s"
+                    if idle or finished
+                    else f"did not start the cell within {SILENT_KERNEL_GRACE:g} s"
                 )
                 break
             remaining = deadline - now
@@ -296,15 +305,24 @@ class KernelSession:
 
         A snapshot that finished (the file says ``done``) leaves what failed afterwards to the kernel.
         """
+        when = self._announced(msg_id)
+        if when is None or when == "done":
+            return None
+        try:
+            return max(float(when) - wall_started, 0.0)
+        except ValueError:
+            return None
+
+    def _announced(self, msg_id: str) -> str | None:
+        """What the kernel's file says of request ``msg_id``: the time its snapshot began, or ``done``; None:
+        nothing (see snapshot.announce_snapshot)."""
         if self.announce is None:
             return None
         try:
             request, _, when = self.announce.read_text(encoding="utf-8").partition(" ")
-            if request != msg_id or when == "done":
-                return None
-            return max(float(when) - wall_started, 0.0)
         except (OSError, ValueError):
             return None
+        return when if request == msg_id else None
 
 
 def _message(channel: Any) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -59,8 +60,8 @@ def record_trajectory(
     """Record one source trajectory to ``out_dir/<trajectory_id>.jsonl``; returns the path and new step count.
 
     The trajectory's provenance (:mod:`themisto.provenance`) is written beside it before its
-    first step. With ``options.resume`` the steps already in the file are kept: their code is replayed
-    (restarts included) to rebuild the state, then recording goes on with the options, versions and
+    first step. With ``options.resume`` the steps already in the file are kept: their code since the last
+    restart (:func:`replay_start`) is replayed, restarts included, to rebuild the state, then recording goes on with the options, versions and
     source it was recorded with: an option in ``chosen`` (default: those that differ from their
     defaults) must agree with the recording, and so must the source file and the kernel's versions.
     A file recorded before provenance existed resumes with ``options``.
@@ -78,8 +79,10 @@ def record_trajectory(
     does not raises :class:`~themisto.exceptions.ReplayDivergedError`, or with
     ``options.resume_diverged == "continue"`` is named in the
     ``resume_diverged_at`` of every new step. The step in progress when an
-    earlier run died (the lock file's note) is recorded as a
-    ``RecordingStopped`` step without running it again.
+    earlier run died (the lock file's note) is run again in the rebuilt state,
+    and named in the provenance's ``resumed_steps``; if that run stops the
+    recording too, the next resume records it as a ``RecordingStopped`` step
+    without running it a third time.
 
     ``stop``, once set, abandons the cell in progress (no step, no note) and
     returns what was recorded.
@@ -154,8 +157,12 @@ def _record_locked(
         counter.skip(len(done))
     if len(done) == len(executions):
         return path, 0
-    # the step an earlier run was recording when it died: only the first unrecorded step can be it
-    stopped_at = len(done) if options.resume and lock.left_note == _note(len(done)) else None
+    # the step an earlier run was recording when it died (only the first unrecorded step can be it) runs once
+    # more, in the state the replay rebuilds; one whose second run stopped the recording too is not run again
+    left = lock.left_note if options.resume else None
+    rerun_at = len(done) if left == _note(len(done)) else None
+    stopped_at = len(done) if left == _note(len(done), again=True) else None
+    replay_from = replay_start(done)
     written = 0
     diverged: int | None = None
     workdir = kernel_workdir(source, options)
@@ -179,7 +186,10 @@ def _record_locked(
         with TrajectoryWriter(path) as writer:
             for action in source.actions:
                 number = recorder.next_step
-                if not isinstance(action, Execute):
+                if number < replay_from or (number == replay_from > 0 and not isinstance(action, Execute)):
+                    if isinstance(action, Execute):  # before the last restart: none of it is in the state
+                        recorder.skip()
+                elif not isinstance(action, Execute):
                     recorder.restart()
                 elif number < len(done):
                     diverged = _replay(recorder, path, done[number], action, options, diverged)
@@ -189,7 +199,8 @@ def _record_locked(
                     if counter is not None:
                         counter.add()
                 else:
-                    lock.note(_note(number))  # stays if this step kills the recorder or cannot be written
+                    # stays if this step kills the recorder or cannot be written
+                    lock.note(_note(number, again=number == rerun_at))
                     try:
                         step = recorder.run_cell(
                             action.code, action.cell_id, action.original_output, action.interrupt_after
@@ -202,15 +213,24 @@ def _record_locked(
                     step.resume_diverged_at = diverged
                     writer.write(step)
                     lock.note(None)
+                    if number == rerun_at and recorded is not None:
+                        resumed = (*recorded.resumed_steps, number)
+                        write_provenance(path, dataclasses.replace(recorded, resumed_steps=resumed))
                     written += 1
                     if counter is not None:
                         counter.add()
     return path, written
 
 
-def _note(step: int) -> str:
-    """The lock file's note while ``step`` runs."""
-    return f"recording step {step}"
+def _note(step: int, again: bool = False) -> str:
+    """The lock file's note while ``step`` runs; ``again``: its second run, after it stopped a recording."""
+    return f"recording step {step} again" if again else f"recording step {step}"
+
+
+def replay_start(done: list[Step]) -> int:
+    """The first recorded step a resume replays: the last one after a restart (a log's, a kernel death's, a
+    stopped recording's), since nothing before a restart is in the kernel's state; 0 without one."""
+    return max((number for number, step in enumerate(done) if step.restarted), default=0)
 
 
 def _replay(

@@ -96,3 +96,22 @@ def test_every_record_the_kernel_sends_decodes_as_it_was_built() -> None:
     ]
     for record in records:
         assert type(record).from_json(record.to_json()) == record
+
+
+@pytest.mark.parametrize(
+    "text", ["abcdef\n\n", "abc\n\n\n\n", "abcdefgh", "ab\ncdef\n"], ids=["text-newlines", "newlines", "text", "mixed"]
+)
+def test_text_the_kernel_dropped_is_counted_as_if_the_recorder_had_dropped_it(text: str) -> None:
+    # the recorder's budget takes what the kernel kept, then counts the rest (kernel/inside/channels.py)
+    whole = wire.StreamBudget(3)
+    whole.take(text)
+    kernel = wire.StreamBudget(3)
+    kept = kernel.take(text)
+    recorder = wire.StreamBudget(3)
+    recorder.take(kept)
+    trailing = len(text) - len(text.rstrip("\n"))
+    recorder.count_dropped(kernel.dropped_chars, min(trailing, kernel.dropped_chars))
+    assert (recorder.dropped_chars, recorder.dropped_trailing_newlines) == (
+        whole.dropped_chars,
+        whole.dropped_trailing_newlines,
+    )

@@ -11,4 +11,5 @@ fails on any other import. They are importable in-process, so their helpers are 
 - :mod:`themisto.kernel.inside.seccomp`: refuses the system calls no kernel or prediction needs (``confine``).
 - :mod:`themisto.kernel.inside.namespaces`: user, IPC and network namespaces without capabilities (``enter``).
 - :mod:`themisto.kernel.inside.wire`: the request and result records both sides of the boundary share.
+- :mod:`themisto.kernel.inside.channels`: the kernel's own messages: install-time packer, stream text cut.
 """

@@ -207,6 +207,17 @@ class StreamBudget:
         self.room -= len(kept)
         return kept
 
+    def count_dropped(self, chars: int, trailing_newlines: int) -> None:
+        """Count ``chars`` characters dropped before they reached this budget (the kernel's own cut, see
+        ``channels``), the last ``trailing_newlines`` of them newlines, as if ``take`` had dropped them."""
+        if chars <= 0:
+            return
+        self.dropped_chars += chars
+        if trailing_newlines < chars:
+            self.dropped_trailing_newlines = trailing_newlines
+        else:
+            self.dropped_trailing_newlines += chars
+
 
 def fault(status: str, ename: str, evalue: str) -> ChildResult:
     """A result without a run: a child that timed out, ended itself or could not be set up."""

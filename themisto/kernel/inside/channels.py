@@ -1,0 +1,95 @@
+"""The kernel's own messages to the recorder: packed by the functions of install time, stream text within a budget.
+
+Installed in the kernel after the wire module (see :mod:`themisto.kernel.inject`), by :func:`install`:
+
+- The session's packer and unpacker are copied with the modules they call frozen as they were at install
+  time, so a cell that sets ``json.dumps`` or ``json.loads`` (a harmless-looking patch) changes its own
+  code's JSON, not the kernel's messages. What a cell can still reach (``json.JSONEncoder``, the session
+  object itself) may garble or stop the messages; the recorder then waits only its grace for the reply
+  (:mod:`themisto.kernel.transport`).
+- Every ``stream`` message the kernel's streams send (``sys.stdout``, ``sys.stderr``) leaves the kernel cut
+  to the request's output budget
+  (:class:`~themisto.kernel.inside.wire.StreamBudget`, the budget the recorder keeps), naming what it
+  dropped in ``themisto_dropped`` (characters, trailing newlines), so a cell that prints 200 MB sends the
+  recorder at most its budget and the recorder still knows the output's full length. The stream of a
+  request other than the latest one (a thread of an earlier cell) is dropped whole: the recorder reads
+  only the latest request's output.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+MODULE_NAME = "_themisto_channels"
+WIRE_MODULE = "_themisto_wire"  # installed before this module
+DROPPED_KEY = "themisto_dropped"  # a stream message's content: [characters dropped, trailing newlines of them]
+
+
+def install(stream_budget: int) -> None:
+    """Freeze the kernel session's packer and unpacker, and cut its stream messages to ``stream_budget``."""
+    from IPython import get_ipython
+
+    kernel = get_ipython().kernel
+    session = kernel.session
+    session.pack = _frozen(session.pack)
+    session.unpack = _frozen(session.unpack)
+    # a module installed again wraps the session's own send, not the wrapper of the module before it
+    original = getattr(session.send, "__wrapped__", session.send)
+    session.send = StreamCap(original, stream_budget, sys.modules[WIRE_MODULE].StreamBudget, kernel)
+
+
+def _frozen(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with every module among its globals replaced by a copy of that module as it is now."""
+    if not isinstance(function, types.FunctionType):
+        return function
+    names = {
+        name: _copy(value) if isinstance(value, types.ModuleType) else value
+        for name, value in function.__globals__.items()
+    }
+    return types.FunctionType(function.__code__, names, function.__name__, function.__defaults__, function.__closure__)
+
+
+def _copy(module: types.ModuleType) -> types.ModuleType:
+    copy = types.ModuleType(module.__name__)
+    copy.__dict__.update(vars(module))
+    return copy
+
+
+class StreamCap:
+    """The session's ``send``, with the text of each stream message cut to what its request's budget has left."""
+
+    def __init__(self, send: Callable[..., Any], budget: int, kind: type[Any], kernel: Any) -> None:
+        self.__wrapped__ = send
+        self.budget, self.kind, self.kernel = budget, kind, kernel
+        self.request: str | None = None  # the request the budget below is for
+        self.room: Any = kind(budget)  # a StreamBudget
+
+    def __call__(
+        self, stream: Any, msg: Any, content: Any = None, parent: Any = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        if isinstance(msg, dict) and msg.get("msg_type") == "stream" and not self._cut(msg.get("content"), msg):
+            return None
+        return self.__wrapped__(stream, msg, content, parent, *args, **kwargs)
+
+    def _cut(self, content: Any, msg: dict[str, Any]) -> bool:
+        """Cut a stream message's text to the budget; False: the message is an earlier request's, not to send."""
+        if not isinstance(content, dict) or not isinstance(content.get("text"), str):
+            return True
+        latest = self.kernel.get_parent("shell").get("header", {}).get("msg_id")
+        if msg.get("parent_header", {}).get("msg_id") != latest:
+            return False
+        if latest != self.request:
+            self.request, self.room = latest, self.kind(self.budget)
+        text = content["text"]
+        dropped_before = self.room.dropped_chars
+        content["text"] = self.room.take(text)
+        dropped = self.room.dropped_chars - dropped_before
+        if dropped:
+            trailing = 0  # counted from the end, not by stripping a copy of what may be 200 MB
+            while trailing < dropped and text[-1 - trailing] == "\n":
+                trailing += 1
+            content[DROPPED_KEY] = [dropped, trailing]
+        return True
