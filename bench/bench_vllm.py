@@ -98,7 +98,9 @@ def rows(figures: dict[str, Any]) -> list[dict]:
             }
         )
     loads = ", ".join(f"{name} {figures[name]['load_s']:.0f} s" for name in figures)
-    out.append({"benchmark": "vllm", "measure": "model load (apart)", "target": "measured", "value": loads, "passed": None})
+    out.append(
+        {"benchmark": "vllm", "measure": "model load (apart)", "target": "measured", "value": loads, "passed": None}
+    )
     return out
 
 
