@@ -17,7 +17,8 @@ prediction ``make exec-score`` scores. Side by side, interleaved:
   scored).
 
 Rows: scoring / (replay + predictions), target <= 1.3x; the
-overhead per prediction run, target <= 20 ms, measured two ways: side by
+overhead per prediction run, target <= 20 ms, and <= 2x the bare fork below
+measured in the same run, measured two ways: side by
 side, (scoring - replay - predictions) / runs, where each trajectory's replay
 and its scoring (``score_trajectory``, what exec-score runs per trajectory)
 run one after the other, which goes first alternating, so a load that drifts
@@ -45,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("themisto-empty", "themisto-repeat-last")
 TARGET_RATIO = 1.3
 TARGET_OVERHEAD_MS = 20.0
+TARGET_FORK_RATIO = 2.0  # the overhead per prediction against a bare fork of the kernel, measured in the same run
 
 
 def _run(folder: Path) -> Path:
@@ -223,6 +225,14 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 f" {within_ms:.1f} ms within the scoring run"
             ),
             "passed": max(overhead_ms, within_ms) <= TARGET_OVERHEAD_MS,
+        },
+        {
+            # a ratio of two figures of one run holds on a loaded machine, where the absolute 20 ms cannot
+            "benchmark": "exec",
+            "measure": "overhead per prediction run within the scoring run / a bare fork of the same kernel",
+            "target": f"<= {TARGET_FORK_RATIO:g}x",
+            "value": f"{within_ms / floor_ms:.2f}x ({within_ms:.1f} ms vs {floor_ms:.1f} ms)",
+            "passed": within_ms <= TARGET_FORK_RATIO * floor_ms,
         },
         {
             "benchmark": "exec",

@@ -25,6 +25,7 @@ the column: rebuild it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -248,28 +249,37 @@ def _check_fields(record: Any, rules: tuple[_Rule, ...], what: str) -> dict[str,
     if missing:
         raise TrajectoryError(f"{what} lacks field(s) {', '.join(missing)}")
     values = {}
-    # a message names where it failed: formatted only then, as a build checks millions of values
+    # a message names where it failed: formatted only then, as a build checks millions of values; and the
+    # common case (a value of one of the exact types, in the columns' range) is decided inline, without a call
     for rule in rules:
-        if rule.name not in record:
+        name = rule.name
+        if name not in record:
             continue  # optional: the dataclass default applies
-        value = values[rule.name] = record[rule.name]
-        problem = _value_problem(value, rule.kinds)
-        if problem:
-            raise TrajectoryError(f"{what} field {rule.name!r} {problem}")
-        if rule.item is not None and isinstance(value, list):
-            for item in value:
-                problem = _value_problem(item, rule.item)
-                if problem:
-                    raise TrajectoryError(f"{what} field {rule.name!r} item {problem}")
-        if rule.keys and isinstance(value, dict):
-            _check_fields(
-                value,
-                tuple(_Rule(key, frozenset((str,)), True, None, (), None) for key in rule.keys),
-                f"{what} field {rule.name!r}",
-            )
-        if rule.record is not None and isinstance(value, list):
-            values[rule.name] = _records(rule.record, value, f"{what} {rule.name}")
+        value = values[name] = record[name]
+        kind = type(value)
+        if not (
+            kind in rule.kinds and (value.isascii() if kind is str else kind is not int or -_INT64 <= value < _INT64)
+        ):
+            problem = _value_problem(value, rule.kinds)
+            if problem:
+                raise TrajectoryError(f"{what} field {name!r} {problem}")
+        if (rule.item is not None or rule.record is not None) and isinstance(value, list):
+            if rule.item is not None:
+                for item in value:
+                    problem = _value_problem(item, rule.item)
+                    if problem:
+                        raise TrajectoryError(f"{what} field {name!r} item {problem}")
+            if rule.record is not None:
+                values[name] = _records(rule.record, value, f"{what} {name}")
+        elif rule.keys and isinstance(value, dict):
+            _check_fields(value, _key_rules(rule.keys), f"{what} field {name!r}")
     return values
+
+
+@functools.cache
+def _key_rules(keys: tuple[str, ...]) -> tuple[_Rule, ...]:
+    """The rules of an object field's keys: each required, each holding a string."""
+    return tuple(_Rule(key, frozenset((str,)), True, None, (), None) for key in keys)
 
 
 def _records(cls: type[_Record], items: list[Any], what: str) -> list[_Record]:

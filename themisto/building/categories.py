@@ -157,12 +157,12 @@ def runtime_only(target: str, runtime_block: str, plain_prompt: str) -> bool:
     Such a target can be copied from the block and from nothing else a model is shown: the stratum where
     runtime information is needed, not merely helpful.
     """
-    # the target is short and the plain prompt holds the whole history: tokenise the target and look only
-    # its tokens up in the prompt, rather than tokenising the prompt
-    wanted = set(_TOKEN.findall(target))
-    if not wanted:
-        return False
-    return any(not _has_token(plain_prompt, token) for token in wanted.intersection(_TOKEN.findall(runtime_block)))
+    # the target is short and the block and the plain prompt are long: tokenise the target and look only
+    # its tokens up in the block and the prompt (str.find), rather than tokenising either
+    return any(
+        _has_token(runtime_block, token) and not _has_token(plain_prompt, token)
+        for token in set(_TOKEN.findall(target))
+    )
 
 
 _WORD = re.compile(r"\w")

@@ -64,11 +64,12 @@ class KernelState:
 
     def size(self, budget: int) -> int:
         """About how many characters its runtime block lists: its variables' names, types and reprs, up to ``budget``."""
-        return min(budget, self._chars)
+        return min(budget, self.chars)
 
     @functools.cached_property
-    def _chars(self) -> int:
-        # once per state: a state is ranked against every later step's while it is kept
+    def chars(self) -> int:
+        """Its variables' names, types and reprs in characters, unbounded (once per state: a state is ranked
+        against every later step's while it is kept)."""
         return sum(len(v.name) + len(v.type) + len(v.repr) for v in self.variables)
 
 
@@ -113,8 +114,10 @@ class PlaceboStates:
 
         size = true.size(self.budget)
         # ranked once by closeness, before the tiers: a stable sort, so among equally close states the most
-        # recent come first, and the order within a tier is the one sorting the tier alone would give
-        ranked = sorted(differing, key=lambda s: abs(s.size(self.budget) - size))
+        # recent come first, and the order within a tier is the one sorting the tier alone would give; the
+        # distances are computed in one pass and sorted as plain ints, as the sort runs at every step
+        distances = [abs(min(self.budget, s.chars) - size) for s in differing]
+        ranked = [differing[i] for i in sorted(range(len(differing)), key=distances.__getitem__)]
         mine = [s for s in ranked if s.trajectory_id == true.trajectory_id]
         others = [s for s in ranked if s.trajectory_id != true.trajectory_id]
         tiers = ((s for s in mine if misleads(s)), (s for s in others if misleads(s)), iter(mine), iter(ranked))

