@@ -76,7 +76,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
-    from themisto.kernel.inside.wire import ChildResult, ForkRequest
+    from themisto.kernel.inside.wire import ChildResult, ForkRequest, SnapshotRequest
 
 MODULE_NAME = "_themisto_fork"
 SNAPSHOT_MODULE = "_themisto_snapshot"
@@ -92,6 +92,18 @@ FLUSH_INTERVAL = 0.2
 # the scorer's OutputCollector then applies the budget itself, as the recorder does.
 RICH_BUDGET_FACTOR = 4
 _READ_CHUNK = 1 << 16
+# A child runs untrusted code, so its frames are its claim about itself, read within bounds: the outcome holds
+# at most the stream budget, RICH_BUDGET_FACTOR times it of rich messages (each charged MESSAGE_CHARGE for its
+# fields), an error cut to the budget, JSON escapes at most 6 bytes a character; a snapshot at most
+# max_variables records of a cut repr, a bounded description and their fields.
+MESSAGE_CHARGE = 64
+_OUTCOME_BYTES_PER_CHAR = 32
+_SLACK = 1 << 20
+_VARIABLE_FIELDS_BYTES = 16 << 10
+# The runner's answer to the parent's acknowledgement, between the outcome frame and the snapshot's.
+ACK_FRAME = ""
+# Seconds the runner has to answer it (it does at once: it only waits for the parent's byte).
+ACK_SECONDS = 5.0
 # Linux ``ioctl(dst, FICLONE, src)``: share the source's blocks copy-on-write (btrfs, XFS, bcachefs).
 _FICLONE = 0x40049409
 
@@ -155,15 +167,34 @@ class Capture:
     """
 
     def __init__(self, budget: int) -> None:
-        self.messages: list[dict[str, Any]] = []
+        self._messages: list[dict[str, Any]] = []
+        # the text of the last stream message, still growing: consecutive text of one stream is one message
+        # (as the scorer's OutputCollector merges it), so the count of messages is bounded by the rich ones
+        self._open: tuple[str, list[str]] | None = None
         self.stream = _BOUND["wire"].StreamBudget(budget)
         self.rich_room = budget * RICH_BUDGET_FACTOR
         self.streams = {name: CaptureStream(name, self) for name in ("stdout", "stderr")}
 
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The messages kept, in order."""
+        self._close_stream()
+        return self._messages
+
+    def _close_stream(self) -> None:
+        if self._open is not None:
+            name, parts = self._open
+            self._messages.append({"msg_type": "stream", "content": {"name": name, "text": "".join(parts)}})
+            self._open = None
+
     def add_stream(self, name: str, text: str) -> None:
         kept = self.stream.take(text)
         if kept:
-            self.messages.append({"msg_type": "stream", "content": {"name": name, "text": kept}})
+            if self._open is not None and self._open[0] != name:
+                self._close_stream()
+            if self._open is None:
+                self._open = (name, [])
+            self._open[1].append(kept)
 
     def flush_streams(self) -> None:
         """Publish buffered stream text, stdout first, as ipykernel does before a rich output."""
@@ -186,12 +217,13 @@ class Capture:
             text = json.dumps(content, default=str)
         except (TypeError, ValueError):
             return {}
-        if len(text) > self.rich_room:
+        if len(text) + MESSAGE_CHARGE > self.rich_room:
             plain = content.get("data", {}).get("text/plain") if isinstance(content.get("data"), dict) else None
             self.stream.dropped_chars += len(plain) if isinstance(plain, str) else 0
             return {}
-        self.rich_room -= len(text)
-        self.messages.append({"msg_type": str(msg_type), "content": json.loads(text)})
+        self.rich_room -= len(text) + MESSAGE_CHARGE
+        self._close_stream()
+        self._messages.append({"msg_type": str(msg_type), "content": json.loads(text)})
         return {}
 
 
@@ -237,7 +269,7 @@ def _sessions(shell: Any) -> list[Any]:
     return list(found.values())
 
 
-def _isolate(capture: Capture, fd_capture: int, cwd: str) -> None:
+def _isolate(capture: Capture, fd_output: int, cwd: str) -> None:
     """Cut the child off from the kernel's channels and files: sessions, streams, file descriptors, cwd."""
     from IPython import get_ipython
 
@@ -248,8 +280,10 @@ def _isolate(capture: Capture, fd_capture: int, cwd: str) -> None:
     # in every child, whose imports die with it).
     with contextlib.suppress(Exception):
         shell.InteractiveTB.set_mode(mode="Minimal")
-    os.dup2(fd_capture, 1)  # ipykernel reads fds 1 and 2 in a thread of the parent: the child writes its own
-    os.dup2(fd_capture, 2)
+    # ipykernel reads fds 1 and 2 in a thread of the kernel: the child's go into a pipe the kernel reads itself
+    os.dup2(fd_output, 1)
+    os.dup2(fd_output, 2)
+    os.close(fd_output)
     sys.stdout, sys.stderr = capture.streams["stdout"], capture.streams["stderr"]
     os.chdir(cwd)
 
@@ -313,10 +347,11 @@ def _as_last_input(shell: Any, code: str) -> None:
     history.input_hist_raw.append(code.rstrip("\n"))
 
 
-def _error_fields(error: BaseException | None) -> tuple[str, str]:
+def _error_fields(error: BaseException | None, limit: int) -> tuple[str, str]:
+    """``EName`` and ``evalue`` of ``error``, each cut to ``limit`` characters (the frame's bound counts on it)."""
     if error is None:
         return "", ""
-    return type(error).__name__, str(error)
+    return type(error).__name__[:limit], str(error)[:limit]
 
 
 def _child(
@@ -325,9 +360,11 @@ def _child(
     folder: str,
     cwd: str,
     go: int,
+    fd_output: int,
     write: Callable[[str], None],
 ) -> None:
-    """In the forked process: get ready, wait for the go, run the cell, write the outcome frame, then the snapshot."""
+    """In the forked process: get ready, wait for the go, run the cell, write the outcome frame, answer the
+    parent's acknowledgement, then write the snapshot frame."""
     from IPython import get_ipython
 
     code = _read_all(code_fd)
@@ -346,10 +383,7 @@ def _child(
     os.mkdir(temporary)
     os.environ["TMPDIR"] = tempfile.tempdir = temporary
     capture = Capture(request.max_raw_output_chars)
-    fd_capture = (
-        os.memfd_create("themisto-fd-output") if hasattr(os, "memfd_create") else tempfile.TemporaryFile().fileno()
-    )
-    _isolate(capture, fd_capture, cwd)
+    _isolate(capture, fd_output, cwd)
     single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
     if os.read(go, 1) != b"g":  # the parent gave up on this cell
         return
@@ -359,12 +393,8 @@ def _child(
     result = shell.run_cell(code, store_history=False)
     seconds = time.perf_counter() - started
     capture.flush_streams()
-    os.lseek(fd_capture, 0, os.SEEK_SET)
-    fd_text = os.read(fd_capture, request.max_raw_output_chars + 1).decode("utf-8", "replace")
-    if fd_text:
-        capture.add_stream("stdout", fd_text)
     error = result.error_before_exec or result.error_in_exec
-    ename, evalue = _error_fields(error)
+    ename, evalue = _error_fields(error, request.max_raw_output_chars)
     outcome = _BOUND["wire"].ChildResult(
         "ok" if error is None else "error",
         ename,
@@ -377,7 +407,11 @@ def _child(
         None,
     )
     write(outcome.to_json())
+    if os.read(go, 1) != b"k":  # the parent gave up on this child
+        return
+    write(ACK_FRAME)
     write(_BOUND["take"](request.snapshot).text)
+    os.read(go, 1)  # the runner never ends itself: the parent kills it (a child that ends itself is "exited")
 
 
 def _frame(status: str, ename: str, evalue: str) -> ChildResult:
@@ -425,34 +459,79 @@ def _prctl() -> Any:
     return _PRCTL[0]
 
 
-def _frames(read: int, deadlines: list[float]) -> Iterator[str | None]:
+class Oversized(Exception):
+    """A child's frame longer than its bound."""
+
+
+class FdOutput:
+    """What a child writes to its file descriptors 1 and 2, read by the kernel itself from a pipe.
+
+    The first ``cap`` bytes are kept; the rest is read and dropped, so the child never blocks on a full pipe.
+    """
+
+    def __init__(self, descriptor: int, cap: int) -> None:
+        self.descriptor, self.cap = descriptor, cap
+        self.data = bytearray()
+        os.set_blocking(descriptor, False)
+
+    def read(self) -> None:
+        """Take what the pipe holds now (all the child wrote before its last frame, once that has come)."""
+        while self.descriptor >= 0:
+            try:
+                chunk = os.read(self.descriptor, _READ_CHUNK)
+            except BlockingIOError:
+                return
+            if not chunk:  # every writer is gone
+                self.close()
+                return
+            self.data += chunk[: max(self.cap - len(self.data), 0)]
+
+    def close(self) -> None:
+        if self.descriptor >= 0:
+            os.close(self.descriptor)
+            self.descriptor = -1
+
+
+def _frames(read: int, deadlines: list[float], limits: list[int], output: FdOutput) -> Iterator[str | None]:
     """The child's frames as they arrive, one per deadline; None when the frame waited for is late.
 
     ``deadlines[0]`` is a time; each later entry is a duration counted from the
-    arrival of the frame before it. Reading stops at the last frame: the end of
-    the pipe comes only once the child's memory has been unmapped, which is
-    slow for a large kernel and need not be waited for.
+    arrival of the frame before it. A frame longer than its entry of ``limits``
+    raises :class:`Oversized`. Meanwhile the child's ``output`` is read. Reading
+    stops at the last frame: the end of the pipe comes only once the child's
+    memory has been unmapped, which is slow for a large kernel and need not be
+    waited for.
     """
-    buffer = b""
+    buffer = bytearray()
     position = 0
     while position < len(deadlines):
         remaining = deadlines[position] - time.monotonic()
         if remaining <= 0:
             yield None
             return
-        ready, _, _ = select.select([read], [], [], remaining)
-        if not ready:
+        watched = [read] + ([output.descriptor] if output.descriptor >= 0 else [])
+        ready, _, _ = select.select(watched, [], [], remaining)
+        if output.descriptor in ready:
+            output.read()
+        if read not in ready:
             continue
         chunk = os.read(read, _READ_CHUNK)
         if not chunk:
             return
+        searched = len(buffer)
         buffer += chunk
-        while b"\n" in buffer and position < len(deadlines):
-            line, buffer = buffer.split(b"\n", 1)
+        while position < len(deadlines) and (end := buffer.find(b"\n", searched)) >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            searched = 0
+            if len(line) > limits[position]:
+                raise Oversized(f"a frame of the child's past {limits[position]} bytes")
             position += 1
-            if position < len(deadlines):  # the snapshot's time starts when the cell has finished
+            if position < len(deadlines):  # the next frame's time starts when this one has come
                 deadlines[position] = time.monotonic() + deadlines[position]
             yield line.decode("utf-8", "replace")
+        if position < len(deadlines) and len(buffer) > limits[position]:
+            raise Oversized(f"a frame of the child's past {limits[position]} bytes")
 
 
 def _exit_description(status: int) -> str:
@@ -486,6 +565,8 @@ class Child:
 
     def __init__(self, index: int, code_fds: Sequence[int], request: ForkRequest) -> None:
         self.timeout = request.timeout
+        self.budget = request.max_raw_output_chars
+        self.limits = [outcome_limit(self.budget), len(ACK_FRAME), snapshot_limit(request.snapshot)]
         self.pid = 0
         self.fault: ChildResult | None = None
         self.directory = tempfile.mkdtemp(prefix="p-", dir=request.scratch)
@@ -501,6 +582,7 @@ class Child:
         parent = os.getpid()
         self._read, write_end = os.pipe()
         go_read, self._go = os.pipe()
+        output_read, output_write = os.pipe()
         with warnings.catch_warnings():
             warnings.simplefilter(
                 "ignore", DeprecationWarning
@@ -510,6 +592,7 @@ class Child:
             try:
                 os.close(self._read)
                 os.close(self._go)
+                os.close(output_read)
                 for number, descriptor in enumerate(code_fds):
                     if number != index and descriptor >= 0:
                         os.close(descriptor)
@@ -525,19 +608,22 @@ class Child:
                     while data:
                         data = data[os.write(write_end, data) :]
 
-                _child(code_fds[index], request, self.directory, cwd, go_read, write)
+                _child(code_fds[index], request, self.directory, cwd, go_read, output_write, write)
             finally:
                 os._exit(0)
         self.pid = pid
         os.close(write_end)
         os.close(go_read)
+        os.close(output_write)
+        self.output = FdOutput(output_read, self.budget + 1)
         with contextlib.suppress(OSError):  # the child may already have done it, or exited
             os.setpgid(pid, pid)
 
     def start(self) -> None:
         """Let the child run its cell; its time limit starts now."""
         if self.fault is None:
-            self._deadline = time.monotonic() + self.timeout
+            self._started = time.monotonic()
+            self._deadline = self._started + self.timeout
             with contextlib.suppress(OSError):  # the child is gone: collect() says how
                 os.write(self._go, b"g")
 
@@ -547,16 +633,29 @@ class Child:
             return self.fault
         frames: list[str] = []
         timed_out = False
+        elapsed = 0.0
         try:
-            for frame in _frames(self._read, [self._deadline, self.timeout]):
+            for frame in _frames(
+                self._read, [self._deadline, min(ACK_SECONDS, self.timeout), self.timeout], self.limits, self.output
+            ):
                 if frame is None:
                     timed_out = True
                     break
                 frames.append(frame)
+                if len(frames) == 1:  # the outcome: the runner answers this before its snapshot
+                    elapsed = time.monotonic() - self._started
+                    with contextlib.suppress(OSError):
+                        os.write(self._go, b"k")
+            self.output.read()  # all the child wrote before its last frame
+        except Oversized as exc:
+            return _frame("fault", "ValueError", f"malformed result from the child: {exc}")
         finally:
             self.kill()
-        status = _waitpid(self.pid) if not frames and not timed_out else 0  # it ended early: say how
-        return _outcome(frames, timed_out, status, self.timeout)
+        status = _waitpid(self.pid) if len(frames) < 2 and not timed_out else 0  # it ended early: say how
+        result = _outcome(frames, timed_out, status, self.timeout, elapsed)
+        return (
+            _with_output(result, bytes(self.output.data), self.budget) if result.status in ("ok", "error") else result
+        )
 
     def kill(self) -> None:
         """SIGKILL the child's process group: the child and everything it started that stayed in it.
@@ -568,6 +667,7 @@ class Child:
                 os.killpg(self.pid, signal.SIGKILL)
             os.close(self._read)
             os.close(self._go)
+            self.output.close()
             self._read = -1
 
     def reap(self) -> None:
@@ -578,9 +678,25 @@ class Child:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) -> ChildResult:
-    """The result of one forked cell from its frames and how the child ended."""
-    if not frames:
+def outcome_limit(budget: int) -> int:
+    """The most bytes an outcome frame may have, for an output budget of ``budget`` characters."""
+    return _OUTCOME_BYTES_PER_CHAR * budget + _SLACK
+
+
+def snapshot_limit(request: SnapshotRequest) -> int:
+    """The most bytes a snapshot frame may have under ``request``'s caps."""
+    per_variable = 6 * (request.max_repr_chars + int(_BOUND["description_chars"])) + _VARIABLE_FIELDS_BYTES
+    return request.max_variables * per_variable + _SLACK
+
+
+def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float, elapsed: float) -> ChildResult:
+    """The result of one forked cell from its frames (outcome, acknowledgement, snapshot) and how the child ended.
+
+    An outcome counts only once the child has answered the acknowledgement the parent sent on reading it:
+    the runner answers and goes on to the snapshot, while code that wrote an outcome into the pipe and ended
+    its process (or wrote a snapshot straight after) does not. The cell's time is at most what the parent saw.
+    """
+    if len(frames) < 2:
         if timed_out:
             return _frame("timeout", "TimeoutError", f"cell did not finish within {timeout:g} s")
         return _frame("exited", "ChildProcessError", f"the cell ended its process ({_exit_description(status)})")
@@ -589,11 +705,41 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) ->
         outcome: ChildResult = wire.ChildResult.from_json(frames[0])
     except wire.WireError:
         return _frame("fault", "ValueError", "malformed result from the child")
-    if len(frames) > 1:
-        return dataclasses.replace(outcome, snapshot=frames[1])
+    if frames[1] != ACK_FRAME or outcome.status not in ("ok", "error"):
+        return _frame("fault", "ValueError", "malformed result from the child: not the runner's frames")
+    seconds = outcome.seconds if 0.0 <= outcome.seconds <= elapsed else elapsed
+    outcome = dataclasses.replace(outcome, seconds=seconds, snapshot=None, snapshot_error=None)
+    if len(frames) > 2:
+        return dataclasses.replace(outcome, snapshot=frames[2])
     if timed_out:
         return dataclasses.replace(outcome, snapshot_error=f"the snapshot did not finish within {timeout:g} s")
     return outcome
+
+
+def _with_output(outcome: ChildResult, data: bytes, budget: int) -> ChildResult:
+    """``outcome`` with what its child wrote to file descriptors 1 and 2 (read by the parent) as its last stdout
+    text, within what is left of the stream budget, as the child's own capture would have kept it."""
+    text = data.decode("utf-8", "replace")
+    if not text:
+        return outcome
+    wire = _BOUND["wire"]
+    kept_before = sum(
+        len(message["content"]["text"])
+        for message in outcome.messages
+        if message.get("msg_type") == "stream"
+        and isinstance(message.get("content"), dict)
+        and isinstance(message["content"].get("text"), str)
+    )
+    room = wire.StreamBudget(max(budget - kept_before, 0))
+    room.dropped_trailing_newlines = outcome.dropped_trailing_newlines
+    kept = room.take(text)
+    stream = [{"msg_type": "stream", "content": {"name": "stdout", "text": kept}}] if kept else []
+    return dataclasses.replace(
+        outcome,
+        messages=outcome.messages + stream,
+        dropped_chars=outcome.dropped_chars + room.dropped_chars,
+        dropped_trailing_newlines=room.dropped_trailing_newlines,
+    )
 
 
 # The functions of the other kernel-side modules a child calls, taken when this module is installed (bind).
@@ -607,6 +753,7 @@ def bind() -> None:
     _BOUND.update(
         take=snapshot.take,
         text=snapshot.JsonText,
+        description_chars=snapshot.DESCRIPTION_CHARS,
         confine=sys.modules[LANDLOCK_MODULE].confine,
         wire=sys.modules[WIRE_MODULE],
         seccomp=sys.modules[SECCOMP_MODULE].confine,
