@@ -25,7 +25,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    ``/dev/null``, no TCP, signals and abstract sockets scoped, no ptrace outside)
    and a seccomp filter (:mod:`themisto.kernel.inside.seccomp`) that refuses, on
    top of the kernel's own, new Unix sockets (the kernel's channels are Unix
-   sockets in a folder, which Landlock does not guard); points its
+   sockets in a folder, which Landlock does not guard) and changes to another
+   process's priority or CPUs (the scorer's, the kernel's); points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
    private file, and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
@@ -375,7 +376,7 @@ def _child(
             # namespaces of its own: no network even where the kernel has it (--allow-network)
             _BOUND["namespaces"](network=False, map_ids=False)
             _BOUND["confine"](list((folder, *ALSO_WRITABLE)), allow_network=False, scope=True)
-            _BOUND["seccomp"](unix_sockets=False)
+            _BOUND["seccomp"](unix_sockets=False, other_processes=False)
         except OSError as exc:
             write(_frame("fault", "OSError", f"cannot confine the prediction: {exc}").to_json())
             return
