@@ -140,21 +140,31 @@ def _untouched(run_dir: Path) -> None:
 
 
 @pytest.mark.kernel
-def test_a_prediction_that_forges_or_malforms_its_result_fails_alone(trajectory: Path, tmp_path: Path) -> None:
-    attacks = {
-        "forger": FORGE_AND_EXIT,
-        "forger-snapshot": FORGE_WITH_SNAPSHOT,
-        "nested-outcome": NESTED_OUTCOME,
-        "nested-snapshot": NESTED_SNAPSHOT,
-    }
+def test_a_prediction_that_writes_frames_into_its_result_pipe_and_ends_gets_no_result(
+    trajectory: Path, tmp_path: Path
+) -> None:
+    # before: its frames were taken as its result: exec_ok 1, exec_match 1 (its claimed output, 42)
+    attacks = {"forger": FORGE_AND_EXIT, "forger-snapshot": FORGE_WITH_SNAPSHOT}
     scored = _score(trajectory, tmp_path / "run", attacks)
     assert scored.returncode == 0, scored.stderr
     verdicts = {model: _lines(tmp_path / "run", model)[2] for model in attacks}
-    assert {model: (line["exec_ok"], line["exec_match"]) for model, line in verdicts.items()} == {
-        model: (0, 0) for model in attacks
-    }
+    assert [(line["exec_ok"], line["exec_match"]) for line in verdicts.values()] == [(0, 0), (0, 0)]
     assert verdicts["forger"]["error"] == "ChildProcessError: the cell ended its process (exit code 0)"
-    assert verdicts["forger-snapshot"]["error"].startswith("ValueError: malformed result from the child")
+    assert verdicts["forger-snapshot"]["error"] == (
+        "ValueError: malformed result from the child: a frame of the child's past 0 bytes"
+    )
+    _untouched(tmp_path / "run")
+
+
+@pytest.mark.kernel
+def test_a_malformed_result_fails_its_prediction_alone(trajectory: Path, tmp_path: Path) -> None:
+    # before: JSON nested past the stack in the outcome failed every code of the step (the reference's exec_ok 0),
+    # in the snapshot (by reading the code: a RecursionError out of the host's parse) the whole trajectory
+    attacks = {"nested-outcome": NESTED_OUTCOME, "nested-snapshot": NESTED_SNAPSHOT}
+    scored = _score(trajectory, tmp_path / "run", attacks)
+    assert scored.returncode == 0, scored.stderr
+    verdicts = {model: _lines(tmp_path / "run", model)[2] for model in attacks}
+    assert [(line["exec_ok"], line["exec_match"]) for line in verdicts.values()] == [(0, 0), (0, 0)]
     assert verdicts["nested-outcome"]["error"] == "ValueError: malformed result from the child"
     assert verdicts["nested-snapshot"]["error"].startswith("KernelError: malformed result of the forked cell")
     _untouched(tmp_path / "run")
