@@ -28,7 +28,7 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    sockets in a folder, which Landlock does not guard) and changes to another
    process's priority or CPUs (the scorer's, the kernel's); points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
-   private file, and ``sys.stdout``/``sys.stderr`` at capturing streams that
+   pipe the kernel reads itself (:class:`FdOutput`), and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
    the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
    ``Session`` objects with a capture, so every message the shell would publish
@@ -37,13 +37,20 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    moves into its copy of the working directory; limits OpenMP to one thread
    (see :func:`single_threaded_openmp`); runs the cell with ``shell.run_cell(code, store_history=False)`` (no
    write to the history database, no execution count; the cell is only added to the in-memory history, where
-   IPython looks for a trailing ``;``, see :func:`_as_last_input`); sends the outcome and
-   the captured messages through a pipe; takes the snapshot of its namespace
+   IPython looks for a trailing ``;``, see :func:`_as_last_input`); writes the outcome
+   (status, error cut to the output budget, the captured messages) as a frame into its
+   result pipe; answers the kernel's acknowledgement; takes the snapshot of its namespace
    (:func:`themisto.kernel.inside.snapshot.take`, reusing the parent's description
-   cache copy-on-write); sends it; and leaves by ``os._exit``, never returning
+   cache copy-on-write); writes it; and waits to be killed, never returning
    into the kernel;
 4. in the parent: reads the child's frames until the cell's deadline (then the
-   snapshot's) and kills the child's process group (at a deadline, and after
+   acknowledgement's, then the snapshot's), each within a bound (:func:`outcome_limit`,
+   :func:`snapshot_limit`: a longer one makes the result a fault, and is not held),
+   and the child's file descriptors 1 and 2 meanwhile; takes the outcome only once
+   the child has answered the acknowledgement sent on reading it (a process that
+   wrote an outcome and ended itself is ``exited``), its time at most what the
+   parent saw, and adds what it read of fds 1 and 2 as its last stdout text; and
+   kills the child's process group (at a deadline, and after
    every cell, so nothing it started survives). Every child of the request is
    forked before the first cell runs (so no child is a copy of a kernel that
    holds another child's result, the reference's among them), cells run one
@@ -53,7 +60,13 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    to unmap), and overlaps the next cells instead of adding to them.
 
 Each frame is one line of JSON; together they make a
-:class:`~themisto.kernel.inside.wire.ChildResult`. The module uses only the
+:class:`~themisto.kernel.inside.wire.ChildResult`. What the frames say is the
+child's claim about itself: the cell's code runs in the same process as the
+runner and can write into the result pipe too (it is an open descriptor of
+the process), answering the acknowledgement as the runner does. What the
+kernel observes itself holds whatever the cell does: fds 1 and 2, the time, a
+timeout, a process that ended, a frame past its bound. SECURITY.md, threat 12,
+says what follows for the score. The module uses only the
 standard library and IPython (present in any IPython kernel), and is
 importable in-process so its helpers are tested directly.
 """
@@ -561,10 +574,11 @@ class Child:
     """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`).
 
     ``code_fds`` are the open code files of the whole request: the child reads ``code_fds[index]`` and closes
-    the others before anything of its cell runs.
+    the others before anything of its cell runs; it closes ``earlier`` too, the kernel's ends of the pipes of
+    the children forked before it (the reference's among them).
     """
 
-    def __init__(self, index: int, code_fds: Sequence[int], request: ForkRequest) -> None:
+    def __init__(self, index: int, code_fds: Sequence[int], request: ForkRequest, earlier: Sequence[int] = ()) -> None:
         self.timeout = request.timeout
         self.budget = request.max_raw_output_chars
         self.limits = [outcome_limit(self.budget), len(ACK_FRAME), snapshot_limit(request.snapshot)]
@@ -597,6 +611,8 @@ class Child:
                 for number, descriptor in enumerate(code_fds):
                     if number != index and descriptor >= 0:
                         os.close(descriptor)
+                for descriptor in earlier:
+                    os.close(descriptor)
                 os.setpgid(0, 0)
                 # the child dies with the kernel, even one killed while the child runs (it has a group of its own)
                 if prctl is not None:
@@ -619,6 +635,12 @@ class Child:
         self.output = FdOutput(output_read, self.budget + 1)
         with contextlib.suppress(OSError):  # the child may already have done it, or exited
             os.setpgid(pid, pid)
+
+    def pipes(self) -> list[int]:
+        """The kernel's ends of this child's pipes (none once it has been killed, or for a fault)."""
+        if self.fault is not None or self._read < 0:
+            return []
+        return [self._read, self._go, self.output.descriptor]
 
     def start(self) -> None:
         """Let the child run its cell; its time limit starts now."""
@@ -786,7 +808,7 @@ def run(request: ForkRequest) -> Any:
     try:
         # every child is forked before any cell runs: none is a copy of a kernel that holds another's result
         for index in range(len(code_fds)):
-            children.append(Child(index, code_fds, request))
+            children.append(Child(index, code_fds, request, [fd for child in children for fd in child.pipes()]))
         for index, descriptor in enumerate(code_fds):
             os.close(descriptor)  # forked: the kernel keeps no way to the cells
             code_fds[index] = -1
