@@ -74,12 +74,17 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None and getattr(args, "starts_kernels", False):
             _reexec_without_credentials(getattr(args, "pass_env", None) or ())
             _second_interrupt_quits(args.command)
+        if argv is None and getattr(args, "stops_on_signals", False):
+            _signals_stop(args.command)
         _warn_of_trust(args)
         return int(args.func(args) or 0)
     except ThemistoError as exc:
         # One line, whatever a wrapped library put into the message; options named by their flags.
         print(f"themisto {args.command}: error: {error_line(exc, args.option_flags)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Signalled as exc:
+        print(f"themisto {args.command}: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print(f"themisto {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -118,6 +123,32 @@ def _warn_of_trust(args: argparse.Namespace) -> None:
     else:
         return
     print(f"themisto {args.command}: warning: {what}", file=sys.stderr)
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGXCPU, stopping the command as Ctrl-C does (what it did so far is written)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _signals_stop(command: str) -> None:
+    """SIGTERM and SIGXCPU (a CPU limit's warning) stop the command as Ctrl-C does (by default either ends the
+    process where it stands); a second SIGTERM ends it at once, a later SIGXCPU is ignored (it repeats each
+    second of CPU while the command writes; the hard limit's SIGKILL ends it if it comes)."""
+
+    def again(signum: int, frame: object) -> None:
+        print(f"themisto {command}: SIGTERM again, stopping at once", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    def first(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, again)
+        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+        raise Signalled(signum)
+
+    for number in (signal.SIGTERM, signal.SIGXCPU):
+        signal.signal(number, first)
 
 
 def _second_interrupt_quits(command: str) -> None:

@@ -81,7 +81,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         },
     )
     add_quiet_argument(parser)
-    parser.set_defaults(func=run)
+    # SIGTERM and SIGXCPU stop it as Ctrl-C does: the steps scored are written (themisto.cli.main)
+    parser.set_defaults(func=run, stops_on_signals=True)
 
 
 def run(args: argparse.Namespace) -> int:

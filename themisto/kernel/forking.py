@@ -19,7 +19,7 @@ from pathlib import Path
 
 from themisto.kernel import inject
 from themisto.kernel.environment import FORK_ABI
-from themisto.kernel.inside import wire
+from themisto.kernel.inside import fork, wire
 from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import normalize_output
 from themisto.kernel.recorder import Recorder
@@ -130,8 +130,9 @@ class ForkingSession:
         """The silent request whose user expression runs ``codes`` in forked children (``fork.run``)."""
         request = self.fork_request(codes)
         try:
-            # Each child has its timeout for the cell and again for the snapshot; the copies take the rest.
-            limit = len(codes) * 2 * self.options.timeout + KERNEL_START_TIMEOUT
+            # Each child has its timeout for the cell and again for the snapshot, and a few seconds to answer
+            # the parent between them; the copies take the rest.
+            limit = len(codes) * (2 * self.options.timeout + fork.ACK_SECONDS) + KERNEL_START_TIMEOUT
             return self.recorder.request({"fork": inject.fork_run_expression(request)}, limit)
         finally:
             for path in request.code_files:  # the kernel deletes them; not if it never got to them

@@ -63,14 +63,20 @@ def test_every_result_a_child_can_send_is_a_child_result(monkeypatch: pytest.Mon
     )
     made = [
         fork._frame("fault", "OSError", "x"),
-        fork._outcome([], True, 0, 1.0),
-        fork._outcome([], False, 9, 1.0),
-        fork._outcome(["not json"], False, 0, 1.0),
-        fork._outcome([ran.to_json(), '{"generation": 0}'], False, 0, 1.0),
-        fork._outcome([ran.to_json()], True, 0, 1.0),
+        fork._outcome([], True, 0, 1.0, 0.0),
+        fork._outcome([], False, 9, 1.0, 0.0),
+        fork._outcome(["not json", fork.ACK_FRAME], False, 0, 1.0, 1.0),
+        fork._outcome([ran.to_json(), fork.ACK_FRAME, '{"generation": 0}'], False, 0, 1.0, 1.0),
+        fork._outcome([ran.to_json(), fork.ACK_FRAME], True, 0, 1.0, 1.0),
+        # no answer to the acknowledgement: what wrote the outcome was not the runner, or ended itself
+        fork._outcome([ran.to_json()], False, 0, 1.0, 1.0),
+        fork._outcome([ran.to_json(), '{"generation": 0}'], False, 0, 1.0, 1.0),
     ]
-    assert [result.status for result in made] == ["fault", "timeout", "exited", "fault", "ok", "ok"]
+    statuses = ["fault", "timeout", "exited", "fault", "ok", "ok", "exited", "fault"]
+    assert [result.status for result in made] == statuses
     assert made[4].snapshot == '{"generation": 0}' and made[5].snapshot_error is not None
+    # the cell's time is at most what the parent saw
+    assert fork._outcome([ran.to_json(), fork.ACK_FRAME], False, 0, 1.0, 0.25).seconds == 0.25
     answer = wire.ForkResult(made).to_json()
     assert wire.ForkResult.from_json(answer) == wire.ForkResult(made)  # what the host decodes, field for field
     with pytest.raises(wire.WireError, match="snapshot"):

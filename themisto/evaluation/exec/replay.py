@@ -73,7 +73,8 @@ def parse_outcome(result: ChildResult, options: KernelOptions, state_of: Callabl
     replay checks its own (:meth:`~themisto.kernel.ForkingSession.child_state`).
 
     The result passed through code the prediction could have replaced, so
-    every field is checked; a malformed one makes the outcome a failure.
+    every field is checked; a malformed one (whatever it makes the parsing raise) fails this outcome alone,
+    never the step or the trajectory.
     """
     try:
         collector = OutputCollector(options.max_raw_output_chars)
@@ -91,8 +92,8 @@ def parse_outcome(result: ChildResult, options: KernelOptions, state_of: Callabl
         state = None
         if result.snapshot is not None:
             state = state_of(result.snapshot)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        return _failed(f"KernelError: malformed result of the forked cell ({exc!r})")
+    except Exception as exc:  # any: JSON nested past the stack (RecursionError), a message nbformat refuses, ...
+        return _failed(f"KernelError: malformed result of the forked cell ({short_message(exc)[:200]})")
     ename, evalue = result.ename, result.evalue
     error = None if result.status == "ok" else short_message(ValueError(f"{ename}: {evalue}" if evalue else ename))
     return Outcome(result.status == "ok", output, error, state, result.seconds)
@@ -188,10 +189,12 @@ def score_trajectory(
     on_step: Callable[[], None] | None = None,
     *,
     stop: threading.Event | None = None,
+    on_scored: Callable[[TrajectoryScores, int], None] | None = None,
 ) -> TrajectoryScores:
     """Replay one trajectory once, running the codes ``wanted`` at each step in forked children before it.
 
-    ``on_step`` is called after each replayed step. A failure (a kernel that
+    ``on_step`` is called after each replayed step, ``on_scored`` with the result and the step after each
+    step whose codes were scored (the journal writes their lines then). A failure (a kernel that
     cannot start or restart, a working directory that cannot be copied) ends
     this trajectory alone: the result keeps what was scored before it and says
     where and why in ``failed_at`` and ``failure``. ``stop`` set ends it within
@@ -203,7 +206,7 @@ def score_trajectory(
         return result
     try:
         with tempfile.TemporaryDirectory(prefix="themisto-exec-", ignore_cleanup_errors=True) as root:
-            _Replay(result, Path(root), steps, options, stop, on_step).run(wanted)
+            _Replay(result, Path(root), steps, options, stop, on_step).run(wanted, on_scored)
     except Stopped:
         result.stopped = True
     except Exception as exc:  # the other trajectories go on; exec_score reports this one and its examples
@@ -242,7 +245,7 @@ class _Replay:
         else:
             self.work.mkdir()
 
-    def run(self, wanted: dict[int, list[str]]) -> None:
+    def run(self, wanted: dict[int, list[str]], on_scored: Callable[[TrajectoryScores, int], None] | None) -> None:
         with self.session:
             for step in self.steps[: max(wanted) + 1]:
                 self._prepare(step)
@@ -260,6 +263,8 @@ class _Replay:
                     replayed = self._finish(step)
                     if codes and outcomes is not None and replayed is not None:
                         self.result.add(step, replayed, codes, outcomes)
+                if codes and on_scored is not None:
+                    on_scored(self.result, step.step)
                 self.result.steps_replayed += 1
                 if self.on_step is not None:
                     self.on_step()

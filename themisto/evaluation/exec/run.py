@@ -1,7 +1,8 @@
 """A whole exec-score run: read and check everything, score the trajectories in parallel, write the files.
 
-One run at a time writes an output folder (a lock beside it); Ctrl-C stops every replay within a fraction
-of a second and still writes what was scored.
+One run at a time writes an output folder (a lock beside it); Ctrl-C (and SIGTERM, SIGXCPU: see the command
+line) stops every replay within a fraction of a second and still writes what was scored; a run killed outright
+leaves the lines of every step it scored (:mod:`~themisto.evaluation.exec.journal`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from themisto.evaluation.exec.inputs import (
     reference_logs,
     replay_options,
 )
+from themisto.evaluation.exec.journal import Journal
 from themisto.evaluation.exec.replay import TrajectoryScores, score_trajectory
 from themisto.exceptions import InputError, OutputError
 from themisto.filesystem import ExclusiveLock, lock_path
@@ -141,6 +143,7 @@ def exec_score(
         report = ExecReport()
         counter = ProgressCounter("exec-score", sum(max(plan.wanted) + 1 for plan in plans), progress)
         stop = threading.Event()
+        journal = Journal(logs + references, references, shard)  # a run killed outright leaves what it scored
         try:
             # Threads suffice: each worker mostly waits on its kernel and its children.
             with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="themisto-exec") as pool:
@@ -153,11 +156,13 @@ def exec_score(
                         per_trajectory[plan.trajectory_id],
                         counter.add,
                         stop=stop,
+                        on_scored=journal.scored,
                     )
                     for plan in plans
                 ]
                 _collect(futures, report, finished, stop, pool)
-        finally:  # on Ctrl-C too: what was scored is written
+        finally:  # on Ctrl-C, SIGTERM and SIGXCPU too: what was scored is written, in sample-log order
+            journal.close()
             _write(logs + references, references, report, shard)
     return report
 

@@ -25,9 +25,10 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    ``/dev/null``, no TCP, signals and abstract sockets scoped, no ptrace outside)
    and a seccomp filter (:mod:`themisto.kernel.inside.seccomp`) that refuses, on
    top of the kernel's own, new Unix sockets (the kernel's channels are Unix
-   sockets in a folder, which Landlock does not guard); points its
+   sockets in a folder, which Landlock does not guard) and changes to another
+   process's priority or CPUs (the scorer's, the kernel's); points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
-   private file, and ``sys.stdout``/``sys.stderr`` at capturing streams that
+   pipe the kernel reads itself (:class:`FdOutput`), and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
    the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
    ``Session`` objects with a capture, so every message the shell would publish
@@ -36,13 +37,20 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    moves into its copy of the working directory; limits OpenMP to one thread
    (see :func:`single_threaded_openmp`); runs the cell with ``shell.run_cell(code, store_history=False)`` (no
    write to the history database, no execution count; the cell is only added to the in-memory history, where
-   IPython looks for a trailing ``;``, see :func:`_as_last_input`); sends the outcome and
-   the captured messages through a pipe; takes the snapshot of its namespace
+   IPython looks for a trailing ``;``, see :func:`_as_last_input`); writes the outcome
+   (status, error cut to the output budget, the captured messages) as a frame into its
+   result pipe; answers the kernel's acknowledgement; takes the snapshot of its namespace
    (:func:`themisto.kernel.inside.snapshot.take`, reusing the parent's description
-   cache copy-on-write); sends it; and leaves by ``os._exit``, never returning
+   cache copy-on-write); writes it; and waits to be killed, never returning
    into the kernel;
 4. in the parent: reads the child's frames until the cell's deadline (then the
-   snapshot's) and kills the child's process group (at a deadline, and after
+   acknowledgement's, then the snapshot's), each within a bound (:func:`outcome_limit`,
+   :func:`snapshot_limit`: a longer one makes the result a fault, and is not held),
+   and the child's file descriptors 1 and 2 meanwhile; takes the outcome only once
+   the child has answered the acknowledgement sent on reading it (a process that
+   wrote an outcome and ended itself is ``exited``), its time at most what the
+   parent saw, and adds what it read of fds 1 and 2 as its last stdout text; and
+   kills the child's process group (at a deadline, and after
    every cell, so nothing it started survives). Every child of the request is
    forked before the first cell runs (so no child is a copy of a kernel that
    holds another child's result, the reference's among them), cells run one
@@ -52,7 +60,13 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    to unmap), and overlaps the next cells instead of adding to them.
 
 Each frame is one line of JSON; together they make a
-:class:`~themisto.kernel.inside.wire.ChildResult`. The module uses only the
+:class:`~themisto.kernel.inside.wire.ChildResult`. What the frames say is the
+child's claim about itself: the cell's code runs in the same process as the
+runner and can write into the result pipe too (it is an open descriptor of
+the process), answering the acknowledgement as the runner does. What the
+kernel observes itself holds whatever the cell does: fds 1 and 2, the time, a
+timeout, a process that ended, a frame past its bound. SECURITY.md, threat 12,
+says what follows for the score. The module uses only the
 standard library and IPython (present in any IPython kernel), and is
 importable in-process so its helpers are tested directly.
 """
@@ -76,7 +90,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
-    from themisto.kernel.inside.wire import ChildResult, ForkRequest
+    from themisto.kernel.inside.wire import ChildResult, ForkRequest, SnapshotRequest
 
 MODULE_NAME = "_themisto_fork"
 SNAPSHOT_MODULE = "_themisto_snapshot"
@@ -92,6 +106,18 @@ FLUSH_INTERVAL = 0.2
 # the scorer's OutputCollector then applies the budget itself, as the recorder does.
 RICH_BUDGET_FACTOR = 4
 _READ_CHUNK = 1 << 16
+# A child runs untrusted code, so its frames are its claim about itself, read within bounds: the outcome holds
+# at most the stream budget, RICH_BUDGET_FACTOR times it of rich messages (each charged MESSAGE_CHARGE for its
+# fields), an error cut to the budget, JSON escapes at most 6 bytes a character; a snapshot at most
+# max_variables records of a cut repr, a bounded description and their fields.
+MESSAGE_CHARGE = 64
+_OUTCOME_BYTES_PER_CHAR = 32
+_SLACK = 1 << 20
+_VARIABLE_FIELDS_BYTES = 16 << 10
+# The runner's answer to the parent's acknowledgement, between the outcome frame and the snapshot's.
+ACK_FRAME = ""
+# Seconds the runner has to answer it (it does at once: it only waits for the parent's byte).
+ACK_SECONDS = 5.0
 # Linux ``ioctl(dst, FICLONE, src)``: share the source's blocks copy-on-write (btrfs, XFS, bcachefs).
 _FICLONE = 0x40049409
 
@@ -155,15 +181,34 @@ class Capture:
     """
 
     def __init__(self, budget: int) -> None:
-        self.messages: list[dict[str, Any]] = []
+        self._messages: list[dict[str, Any]] = []
+        # the text of the last stream message, still growing: consecutive text of one stream is one message
+        # (as the scorer's OutputCollector merges it), so the count of messages is bounded by the rich ones
+        self._open: tuple[str, list[str]] | None = None
         self.stream = _BOUND["wire"].StreamBudget(budget)
         self.rich_room = budget * RICH_BUDGET_FACTOR
         self.streams = {name: CaptureStream(name, self) for name in ("stdout", "stderr")}
 
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The messages kept, in order."""
+        self._close_stream()
+        return self._messages
+
+    def _close_stream(self) -> None:
+        if self._open is not None:
+            name, parts = self._open
+            self._messages.append({"msg_type": "stream", "content": {"name": name, "text": "".join(parts)}})
+            self._open = None
+
     def add_stream(self, name: str, text: str) -> None:
         kept = self.stream.take(text)
         if kept:
-            self.messages.append({"msg_type": "stream", "content": {"name": name, "text": kept}})
+            if self._open is not None and self._open[0] != name:
+                self._close_stream()
+            if self._open is None:
+                self._open = (name, [])
+            self._open[1].append(kept)
 
     def flush_streams(self) -> None:
         """Publish buffered stream text, stdout first, as ipykernel does before a rich output."""
@@ -186,12 +231,13 @@ class Capture:
             text = json.dumps(content, default=str)
         except (TypeError, ValueError):
             return {}
-        if len(text) > self.rich_room:
+        if len(text) + MESSAGE_CHARGE > self.rich_room:
             plain = content.get("data", {}).get("text/plain") if isinstance(content.get("data"), dict) else None
             self.stream.dropped_chars += len(plain) if isinstance(plain, str) else 0
             return {}
-        self.rich_room -= len(text)
-        self.messages.append({"msg_type": str(msg_type), "content": json.loads(text)})
+        self.rich_room -= len(text) + MESSAGE_CHARGE
+        self._close_stream()
+        self._messages.append({"msg_type": str(msg_type), "content": json.loads(text)})
         return {}
 
 
@@ -237,7 +283,7 @@ def _sessions(shell: Any) -> list[Any]:
     return list(found.values())
 
 
-def _isolate(capture: Capture, fd_capture: int, cwd: str) -> None:
+def _isolate(capture: Capture, fd_output: int, cwd: str) -> None:
     """Cut the child off from the kernel's channels and files: sessions, streams, file descriptors, cwd."""
     from IPython import get_ipython
 
@@ -248,8 +294,10 @@ def _isolate(capture: Capture, fd_capture: int, cwd: str) -> None:
     # in every child, whose imports die with it).
     with contextlib.suppress(Exception):
         shell.InteractiveTB.set_mode(mode="Minimal")
-    os.dup2(fd_capture, 1)  # ipykernel reads fds 1 and 2 in a thread of the parent: the child writes its own
-    os.dup2(fd_capture, 2)
+    # ipykernel reads fds 1 and 2 in a thread of the kernel: the child's go into a pipe the kernel reads itself
+    os.dup2(fd_output, 1)
+    os.dup2(fd_output, 2)
+    os.close(fd_output)
     sys.stdout, sys.stderr = capture.streams["stdout"], capture.streams["stderr"]
     os.chdir(cwd)
 
@@ -313,10 +361,11 @@ def _as_last_input(shell: Any, code: str) -> None:
     history.input_hist_raw.append(code.rstrip("\n"))
 
 
-def _error_fields(error: BaseException | None) -> tuple[str, str]:
+def _error_fields(error: BaseException | None, limit: int) -> tuple[str, str]:
+    """``EName`` and ``evalue`` of ``error``, each cut to ``limit`` characters (the frame's bound counts on it)."""
     if error is None:
         return "", ""
-    return type(error).__name__, str(error)
+    return type(error).__name__[:limit], str(error)[:limit]
 
 
 def _child(
@@ -325,9 +374,11 @@ def _child(
     folder: str,
     cwd: str,
     go: int,
+    fd_output: int,
     write: Callable[[str], None],
 ) -> None:
-    """In the forked process: get ready, wait for the go, run the cell, write the outcome frame, then the snapshot."""
+    """In the forked process: get ready, wait for the go, run the cell, write the outcome frame, answer the
+    parent's acknowledgement, then write the snapshot frame."""
     from IPython import get_ipython
 
     code = _read_all(code_fd)
@@ -338,7 +389,7 @@ def _child(
             # namespaces of its own: no network even where the kernel has it (--allow-network)
             _BOUND["namespaces"](network=False, map_ids=False)
             _BOUND["confine"](list((folder, *ALSO_WRITABLE)), allow_network=False, scope=True)
-            _BOUND["seccomp"](unix_sockets=False)
+            _BOUND["seccomp"](unix_sockets=False, other_processes=False)
         except OSError as exc:
             write(_frame("fault", "OSError", f"cannot confine the prediction: {exc}").to_json())
             return
@@ -346,10 +397,7 @@ def _child(
     os.mkdir(temporary)
     os.environ["TMPDIR"] = tempfile.tempdir = temporary
     capture = Capture(request.max_raw_output_chars)
-    fd_capture = (
-        os.memfd_create("themisto-fd-output") if hasattr(os, "memfd_create") else tempfile.TemporaryFile().fileno()
-    )
-    _isolate(capture, fd_capture, cwd)
+    _isolate(capture, fd_output, cwd)
     single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
     if os.read(go, 1) != b"g":  # the parent gave up on this cell
         return
@@ -359,12 +407,8 @@ def _child(
     result = shell.run_cell(code, store_history=False)
     seconds = time.perf_counter() - started
     capture.flush_streams()
-    os.lseek(fd_capture, 0, os.SEEK_SET)
-    fd_text = os.read(fd_capture, request.max_raw_output_chars + 1).decode("utf-8", "replace")
-    if fd_text:
-        capture.add_stream("stdout", fd_text)
     error = result.error_before_exec or result.error_in_exec
-    ename, evalue = _error_fields(error)
+    ename, evalue = _error_fields(error, request.max_raw_output_chars)
     outcome = _BOUND["wire"].ChildResult(
         "ok" if error is None else "error",
         ename,
@@ -377,7 +421,11 @@ def _child(
         None,
     )
     write(outcome.to_json())
+    if os.read(go, 1) != b"k":  # the parent gave up on this child
+        return
+    write(ACK_FRAME)
     write(_BOUND["take"](request.snapshot).text)
+    os.read(go, 1)  # the runner never ends itself: the parent kills it (a child that ends itself is "exited")
 
 
 def _frame(status: str, ename: str, evalue: str) -> ChildResult:
@@ -425,34 +473,79 @@ def _prctl() -> Any:
     return _PRCTL[0]
 
 
-def _frames(read: int, deadlines: list[float]) -> Iterator[str | None]:
+class Oversized(Exception):
+    """A child's frame longer than its bound."""
+
+
+class FdOutput:
+    """What a child writes to its file descriptors 1 and 2, read by the kernel itself from a pipe.
+
+    The first ``cap`` bytes are kept; the rest is read and dropped, so the child never blocks on a full pipe.
+    """
+
+    def __init__(self, descriptor: int, cap: int) -> None:
+        self.descriptor, self.cap = descriptor, cap
+        self.data = bytearray()
+        os.set_blocking(descriptor, False)
+
+    def read(self) -> None:
+        """Take what the pipe holds now (all the child wrote before its last frame, once that has come)."""
+        while self.descriptor >= 0:
+            try:
+                chunk = os.read(self.descriptor, _READ_CHUNK)
+            except BlockingIOError:
+                return
+            if not chunk:  # every writer is gone
+                self.close()
+                return
+            self.data += chunk[: max(self.cap - len(self.data), 0)]
+
+    def close(self) -> None:
+        if self.descriptor >= 0:
+            os.close(self.descriptor)
+            self.descriptor = -1
+
+
+def _frames(read: int, deadlines: list[float], limits: list[int], output: FdOutput) -> Iterator[str | None]:
     """The child's frames as they arrive, one per deadline; None when the frame waited for is late.
 
     ``deadlines[0]`` is a time; each later entry is a duration counted from the
-    arrival of the frame before it. Reading stops at the last frame: the end of
-    the pipe comes only once the child's memory has been unmapped, which is
-    slow for a large kernel and need not be waited for.
+    arrival of the frame before it. A frame longer than its entry of ``limits``
+    raises :class:`Oversized`. Meanwhile the child's ``output`` is read. Reading
+    stops at the last frame: the end of the pipe comes only once the child's
+    memory has been unmapped, which is slow for a large kernel and need not be
+    waited for.
     """
-    buffer = b""
+    buffer = bytearray()
     position = 0
     while position < len(deadlines):
         remaining = deadlines[position] - time.monotonic()
         if remaining <= 0:
             yield None
             return
-        ready, _, _ = select.select([read], [], [], remaining)
-        if not ready:
+        watched = [read] + ([output.descriptor] if output.descriptor >= 0 else [])
+        ready, _, _ = select.select(watched, [], [], remaining)
+        if output.descriptor in ready:
+            output.read()
+        if read not in ready:
             continue
         chunk = os.read(read, _READ_CHUNK)
         if not chunk:
             return
+        searched = len(buffer)
         buffer += chunk
-        while b"\n" in buffer and position < len(deadlines):
-            line, buffer = buffer.split(b"\n", 1)
+        while position < len(deadlines) and (end := buffer.find(b"\n", searched)) >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            searched = 0
+            if len(line) > limits[position]:
+                raise Oversized(f"a frame of the child's past {limits[position]} bytes")
             position += 1
-            if position < len(deadlines):  # the snapshot's time starts when the cell has finished
+            if position < len(deadlines):  # the next frame's time starts when this one has come
                 deadlines[position] = time.monotonic() + deadlines[position]
             yield line.decode("utf-8", "replace")
+        if position < len(deadlines) and len(buffer) > limits[position]:
+            raise Oversized(f"a frame of the child's past {limits[position]} bytes")
 
 
 def _exit_description(status: int) -> str:
@@ -481,11 +574,14 @@ class Child:
     """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`).
 
     ``code_fds`` are the open code files of the whole request: the child reads ``code_fds[index]`` and closes
-    the others before anything of its cell runs.
+    the others before anything of its cell runs; it closes ``earlier`` too, the kernel's ends of the pipes of
+    the children forked before it (the reference's among them).
     """
 
-    def __init__(self, index: int, code_fds: Sequence[int], request: ForkRequest) -> None:
+    def __init__(self, index: int, code_fds: Sequence[int], request: ForkRequest, earlier: Sequence[int] = ()) -> None:
         self.timeout = request.timeout
+        self.budget = request.max_raw_output_chars
+        self.limits = [outcome_limit(self.budget), len(ACK_FRAME), snapshot_limit(request.snapshot)]
         self.pid = 0
         self.fault: ChildResult | None = None
         self.directory = tempfile.mkdtemp(prefix="p-", dir=request.scratch)
@@ -501,6 +597,7 @@ class Child:
         parent = os.getpid()
         self._read, write_end = os.pipe()
         go_read, self._go = os.pipe()
+        output_read, output_write = os.pipe()
         with warnings.catch_warnings():
             warnings.simplefilter(
                 "ignore", DeprecationWarning
@@ -510,9 +607,12 @@ class Child:
             try:
                 os.close(self._read)
                 os.close(self._go)
+                os.close(output_read)
                 for number, descriptor in enumerate(code_fds):
                     if number != index and descriptor >= 0:
                         os.close(descriptor)
+                for descriptor in earlier:
+                    os.close(descriptor)
                 os.setpgid(0, 0)
                 # the child dies with the kernel, even one killed while the child runs (it has a group of its own)
                 if prctl is not None:
@@ -525,19 +625,28 @@ class Child:
                     while data:
                         data = data[os.write(write_end, data) :]
 
-                _child(code_fds[index], request, self.directory, cwd, go_read, write)
+                _child(code_fds[index], request, self.directory, cwd, go_read, output_write, write)
             finally:
                 os._exit(0)
         self.pid = pid
         os.close(write_end)
         os.close(go_read)
+        os.close(output_write)
+        self.output = FdOutput(output_read, self.budget + 1)
         with contextlib.suppress(OSError):  # the child may already have done it, or exited
             os.setpgid(pid, pid)
+
+    def pipes(self) -> list[int]:
+        """The kernel's ends of this child's pipes (none once it has been killed, or for a fault)."""
+        if self.fault is not None or self._read < 0:
+            return []
+        return [self._read, self._go, self.output.descriptor]
 
     def start(self) -> None:
         """Let the child run its cell; its time limit starts now."""
         if self.fault is None:
-            self._deadline = time.monotonic() + self.timeout
+            self._started = time.monotonic()
+            self._deadline = self._started + self.timeout
             with contextlib.suppress(OSError):  # the child is gone: collect() says how
                 os.write(self._go, b"g")
 
@@ -547,16 +656,29 @@ class Child:
             return self.fault
         frames: list[str] = []
         timed_out = False
+        elapsed = 0.0
         try:
-            for frame in _frames(self._read, [self._deadline, self.timeout]):
+            for frame in _frames(
+                self._read, [self._deadline, min(ACK_SECONDS, self.timeout), self.timeout], self.limits, self.output
+            ):
                 if frame is None:
                     timed_out = True
                     break
                 frames.append(frame)
+                if len(frames) == 1:  # the outcome: the runner answers this before its snapshot
+                    elapsed = time.monotonic() - self._started
+                    with contextlib.suppress(OSError):
+                        os.write(self._go, b"k")
+            self.output.read()  # all the child wrote before its last frame
+        except Oversized as exc:
+            return _frame("fault", "ValueError", f"malformed result from the child: {exc}")
         finally:
             self.kill()
-        status = _waitpid(self.pid) if not frames and not timed_out else 0  # it ended early: say how
-        return _outcome(frames, timed_out, status, self.timeout)
+        status = _waitpid(self.pid) if len(frames) < 2 and not timed_out else 0  # it ended early: say how
+        result = _outcome(frames, timed_out, status, self.timeout, elapsed)
+        return (
+            _with_output(result, bytes(self.output.data), self.budget) if result.status in ("ok", "error") else result
+        )
 
     def kill(self) -> None:
         """SIGKILL the child's process group: the child and everything it started that stayed in it.
@@ -568,6 +690,7 @@ class Child:
                 os.killpg(self.pid, signal.SIGKILL)
             os.close(self._read)
             os.close(self._go)
+            self.output.close()
             self._read = -1
 
     def reap(self) -> None:
@@ -578,9 +701,25 @@ class Child:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) -> ChildResult:
-    """The result of one forked cell from its frames and how the child ended."""
-    if not frames:
+def outcome_limit(budget: int) -> int:
+    """The most bytes an outcome frame may have, for an output budget of ``budget`` characters."""
+    return _OUTCOME_BYTES_PER_CHAR * budget + _SLACK
+
+
+def snapshot_limit(request: SnapshotRequest) -> int:
+    """The most bytes a snapshot frame may have under ``request``'s caps."""
+    per_variable = 6 * (request.max_repr_chars + int(_BOUND["description_chars"])) + _VARIABLE_FIELDS_BYTES
+    return request.max_variables * per_variable + _SLACK
+
+
+def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float, elapsed: float) -> ChildResult:
+    """The result of one forked cell from its frames (outcome, acknowledgement, snapshot) and how the child ended.
+
+    An outcome counts only once the child has answered the acknowledgement the parent sent on reading it:
+    the runner answers and goes on to the snapshot, while code that wrote an outcome into the pipe and ended
+    its process (or wrote a snapshot straight after) does not. The cell's time is at most what the parent saw.
+    """
+    if len(frames) < 2:
         if timed_out:
             return _frame("timeout", "TimeoutError", f"cell did not finish within {timeout:g} s")
         return _frame("exited", "ChildProcessError", f"the cell ended its process ({_exit_description(status)})")
@@ -589,11 +728,41 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float) ->
         outcome: ChildResult = wire.ChildResult.from_json(frames[0])
     except wire.WireError:
         return _frame("fault", "ValueError", "malformed result from the child")
-    if len(frames) > 1:
-        return dataclasses.replace(outcome, snapshot=frames[1])
+    if frames[1] != ACK_FRAME or outcome.status not in ("ok", "error"):
+        return _frame("fault", "ValueError", "malformed result from the child: not the runner's frames")
+    seconds = outcome.seconds if 0.0 <= outcome.seconds <= elapsed else elapsed
+    outcome = dataclasses.replace(outcome, seconds=seconds, snapshot=None, snapshot_error=None)
+    if len(frames) > 2:
+        return dataclasses.replace(outcome, snapshot=frames[2])
     if timed_out:
         return dataclasses.replace(outcome, snapshot_error=f"the snapshot did not finish within {timeout:g} s")
     return outcome
+
+
+def _with_output(outcome: ChildResult, data: bytes, budget: int) -> ChildResult:
+    """``outcome`` with what its child wrote to file descriptors 1 and 2 (read by the parent) as its last stdout
+    text, within what is left of the stream budget, as the child's own capture would have kept it."""
+    text = data.decode("utf-8", "replace")
+    if not text:
+        return outcome
+    wire = _BOUND["wire"]
+    kept_before = sum(
+        len(message["content"]["text"])
+        for message in outcome.messages
+        if message.get("msg_type") == "stream"
+        and isinstance(message.get("content"), dict)
+        and isinstance(message["content"].get("text"), str)
+    )
+    room = wire.StreamBudget(max(budget - kept_before, 0))
+    room.dropped_trailing_newlines = outcome.dropped_trailing_newlines
+    kept = room.take(text)
+    stream = [{"msg_type": "stream", "content": {"name": "stdout", "text": kept}}] if kept else []
+    return dataclasses.replace(
+        outcome,
+        messages=outcome.messages + stream,
+        dropped_chars=outcome.dropped_chars + room.dropped_chars,
+        dropped_trailing_newlines=room.dropped_trailing_newlines,
+    )
 
 
 # The functions of the other kernel-side modules a child calls, taken when this module is installed (bind).
@@ -607,6 +776,7 @@ def bind() -> None:
     _BOUND.update(
         take=snapshot.take,
         text=snapshot.JsonText,
+        description_chars=snapshot.DESCRIPTION_CHARS,
         confine=sys.modules[LANDLOCK_MODULE].confine,
         wire=sys.modules[WIRE_MODULE],
         seccomp=sys.modules[SECCOMP_MODULE].confine,
@@ -638,7 +808,7 @@ def run(request: ForkRequest) -> Any:
     try:
         # every child is forked before any cell runs: none is a copy of a kernel that holds another's result
         for index in range(len(code_fds)):
-            children.append(Child(index, code_fds, request))
+            children.append(Child(index, code_fds, request, [fd for child in children for fd in child.pipes()]))
         for index, descriptor in enumerate(code_fds):
             os.close(descriptor)  # forked: the kernel keeps no way to the cells
             code_fds[index] = -1

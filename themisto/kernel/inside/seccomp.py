@@ -15,7 +15,10 @@ refuses fails with ``EPERM``:
 - ``io_uring_setup``/``io_uring_enter``/``io_uring_register``: io_uring runs operations (sockets among
   them) that never pass through this filter;
 - with ``unix_sockets=False``, ``socket(AF_UNIX, ...)``: a prediction's way to the replay kernel's channels,
-  which are Unix sockets in a folder that Landlock does not guard (``socketpair`` stays allowed).
+  which are Unix sockets in a folder that Landlock does not guard (``socketpair`` stays allowed);
+- with ``other_processes=False``, ``setpriority``, ``sched_setparam``, ``sched_setscheduler``,
+  ``sched_setaffinity``, ``sched_setattr`` and ``ioprio_set`` on any process but the caller: a prediction's
+  way to slow the scorer or its kernel (same-user calls that Landlock does not guard).
 
 A module of :mod:`themisto.kernel.inside`, it imports only the standard library, so a kernel or a forked
 prediction can run it as sent. Linux on x86_64 and aarch64 only; elsewhere :func:`confine` raises OSError.
@@ -68,6 +71,12 @@ _ARCHITECTURES = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "setpriority": 141,
+            "sched_setparam": 142,
+            "sched_setscheduler": 144,
+            "sched_setaffinity": 203,
+            "sched_setattr": 314,
+            "ioprio_set": 251,
         },
     ),
     "aarch64": (
@@ -93,6 +102,12 @@ _ARCHITECTURES = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "setpriority": 140,
+            "sched_setparam": 118,
+            "sched_setscheduler": 119,
+            "sched_setaffinity": 122,
+            "sched_setattr": 274,
+            "ioprio_set": 30,
         },
     ),
 }
@@ -115,6 +130,18 @@ REFUSED = (
     "io_uring_enter",
     "io_uring_register",
 )
+# Calls allowed only on the caller itself: (argument, value) pairs that must all hold, both words of each
+# 64-bit argument. prlimit64 always; the others with other_processes=False (a prediction: the scorer's and
+# the kernel's priority, CPUs, scheduling and I/O class are theirs).
+_OWN_PROCESS = {"prlimit64": ((0, 0),)}
+_OWN_SCHEDULING = {
+    "setpriority": ((0, 0), (1, 0)),  # PRIO_PROCESS and who 0 (PRIO_USER 0 would be every process of the user)
+    "sched_setparam": ((0, 0),),
+    "sched_setscheduler": ((0, 0),),
+    "sched_setaffinity": ((0, 0),),
+    "sched_setattr": ((0, 0),),
+    "ioprio_set": ((0, 1), (1, 0)),  # IOPRIO_WHO_PROCESS and who 0
+}
 # The argument holding the mode of a mknod call.
 _MODE_ARGUMENT = {"mknod": 1, "mknodat": 2}
 
@@ -123,7 +150,7 @@ def _low(argument: int) -> int:
     return 16 + 8 * argument
 
 
-def program(machine: str, *, unix_sockets: bool) -> list[tuple[int, int, int, int]]:
+def program(machine: str, *, unix_sockets: bool, other_processes: bool = True) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine`` as BPF instructions ``(code, jt, jf, k)``; OSError for an unknown machine."""
     found = _ARCHITECTURES.get(machine)
     if found is None:
@@ -135,16 +162,20 @@ def program(machine: str, *, unix_sockets: bool) -> list[tuple[int, int, int, in
     if x32:
         lines.append((_JGE, "refuse", 0, _X32_BIT))
     lines += [(_JEQ, "refuse", 0, numbers[name]) for name in REFUSED]
-    lines.append((_JEQ, "prlimit", 0, numbers["prlimit64"]))
+    own = _OWN_PROCESS if other_processes else {**_OWN_PROCESS, **_OWN_SCHEDULING}
+    lines += [(_JEQ, name, 0, numbers[name]) for name in own]
     for name in _MODE_ARGUMENT:
         if name in numbers:
             lines.append((_JEQ, name, 0, numbers[name]))
     if not unix_sockets:
         lines.append((_JEQ, "socket", 0, numbers["socket"]))
     lines.append((_RET, 0, 0, _RET_ALLOW))  # any other call
-    # prlimit64(pid, ...): only pid 0, the caller itself (both words of the 64-bit argument 0)
-    lines += ["prlimit", (_LOAD, 0, 0, _low(0)), (_JEQ, 0, "refuse", 0), (_LOAD, 0, 0, _low(0) + 4)]
-    lines.append((_JEQ, "allow", "refuse", 0))
+    for name, required in own.items():  # e.g. prlimit64(pid, ...): only pid 0, the caller itself
+        lines.append(name)
+        for argument, value in required:
+            lines += [(_LOAD, 0, 0, _low(argument)), (_JEQ, 0, "refuse", value)]
+            lines += [(_LOAD, 0, 0, _low(argument) + 4), (_JEQ, 0, "refuse", 0)]
+        lines.append((_RET, 0, 0, _RET_ALLOW))
     for name, argument in _MODE_ARGUMENT.items():
         if name in numbers:
             lines += [name, (_LOAD, 0, 0, _low(argument)), (_AND, 0, 0, _FILE_TYPE)]
@@ -184,9 +215,9 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Instruction))]
 
 
-def confine(*, unix_sockets: bool = True) -> None:
+def confine(*, unix_sockets: bool = True, other_processes: bool = True) -> None:
     """Install the filter (see the module) on this thread, with ``no_new_privs``; OSError where it cannot."""
-    lines = program(platform.machine(), unix_sockets=unix_sockets)
+    lines = program(platform.machine(), unix_sockets=unix_sockets, other_processes=other_processes)
     instructions = (_Instruction * len(lines))(*[_Instruction(*line) for line in lines])
     filter_program = _Program(len(lines), instructions)
     libc = ctypes.CDLL(None, use_errno=True)

@@ -42,7 +42,7 @@ class Record:
         """The record encoded in ``text``; :class:`WireError` when it is not one."""
         try:
             data = _loads(text)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the stack
             raise WireError(f"{cls.__name__}: not JSON ({exc})") from None
         return cls.from_dict(data)
 
