@@ -13,6 +13,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
+from attacks import THE_KERNEL
 from exec_logs import write_next_cell_logs
 
 from themisto.cli import main
@@ -58,7 +59,7 @@ PREDICTIONS: dict[tuple[str, str], dict[int, str]] = {
         6: "open('notes.txt', 'w').write('changed')",  # rewrites the file
     },
     ("m2", NEXT_CELL_TASK): {
-        2: "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",  # kills the kernel itself
+        2: THE_KERNEL + "import signal\nsignal_the_kernel(signal.SIGKILL)",  # kills the kernel itself
         4: "df['quantity'].sum()",  # a misspelled column
         5: "counter + 1",  # the developer's cell, after the rebinding and the endless loop
         6: "print(open('notes.txt').read())",  # the developer's cell, after the deletion and the rewrite
