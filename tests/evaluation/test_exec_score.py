@@ -157,7 +157,8 @@ def test_a_prediction_cannot_signal_the_kernel_from_its_sandbox(scored: tuple[Pa
     run_dir, report = scored[0], scored[1]
     killer = _lines(run_dir, "m2", NEXT_CELL_TASK)[2]
     assert (killer["exec_ok"], killer["exec_match"], killer["tampered"]) == (0, 0, False)
-    assert killer["error"] == "PermissionError: [Errno 1] Operation not permitted"
+    # in its PID namespace the kernel has no pid, and a pidfd of its /proc folder is refused for it
+    assert killer["error"] == "OSError: [Errno 22] Invalid argument"
     # the kernel lived on: nothing had to be restored, and the replay went on
     assert [t.restores for t in report.trajectories] == [0]
     reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)

@@ -235,8 +235,11 @@ def test_e10_a_prediction_that_signals_the_scorer_fails_alone(recorded: Path, tm
     write_next_cell_logs(run_dir, read_trajectory(recorded), predictions)
     result = run_themisto("exec-score", str(run_dir), "--trajectories", str(recorded), "--timeout", "60", "--quiet")
     assert result.returncode == 0, result.stderr
-    assert _lines(run_dir, "killer")[2]["error"] == "PermissionError: [Errno 1] Operation not permitted"
-    assert _lines(run_dir, "stopper")[2]["error"] == "PermissionError: [Errno 1] Operation not permitted"
+    # the scorer is out of the box's sight (before: SIGKILL of exec-score, then PermissionError)
+    assert _lines(run_dir, "killer")[2]["error"] == "ProcessLookupError: no exec-score in sight"
+    # the kernel has no pid in the prediction's PID namespace, and a pidfd of its /proc folder is refused for it
+    # (before: SIGSTOP by pid, then PermissionError)
+    assert _lines(run_dir, "stopper")[2]["error"] == "OSError: [Errno 22] Invalid argument"
     _replay_untouched(run_dir)
 
 

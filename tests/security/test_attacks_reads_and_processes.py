@@ -133,7 +133,7 @@ SESSION = ["counter = 6", "counter += 0", "print(counter * 7)", "counter + 1"]
 # Each prediction prints the developer's 42 only when refused, so its exec_match says whether it was.
 # Before: it read the sample log, the trajectory, the build and the home file.
 READ_THE_ANSWER = (
-    PROBES + "verdicts = {{read(path) for path in {paths!r}}}\nprint(42 if verdicts == {{'EACCES'}} else verdicts)"
+    PROBES + "verdicts = {read(path) for path in PATHS}\nprint(42 if verdicts == {'EACCES'} else verdicts)"
 )
 # Before: /proc showed exec-score's command line (the run folder and the trajectories in it) and the test's.
 SEE_THE_SCORER = PROBES + "print(42 if not (sees('exec-score') or sees('pytest')) else commands())"
@@ -164,11 +164,11 @@ def test_a_prediction_reads_no_answer_sees_no_scorer_and_its_processes_die_with_
     assert recorded.returncode == 0, recorded.stderr
     trajectory = tmp_path / "trajectories" / "session.jsonl"
     run_dir = tmp_path / "run"
-    samples = run_dir / REFERENCE_MODEL  # the sample logs of this very run, written below
+    samples = run_dir / "honest"  # the folder of a sample log of this very run, written below
     paths = [*map(str, secrets.values()), str(trajectory), str(run_dir), str(samples)]
     predictions = {
         ("honest", NEXT_CELL_TASK): {2: "print(6 * 7)", 3: "counter + 1"},
-        ("reader", NEXT_CELL_TASK): {2: READ_THE_ANSWER.format(paths=paths)},
+        ("reader", NEXT_CELL_TASK): {2: READ_THE_ANSWER.replace("PATHS", repr(paths))},
         ("watcher", NEXT_CELL_TASK): {2: SEE_THE_SCORER},
         ("escaper", NEXT_CELL_TASK): {2: "import os\n" + ESCAPE, 3: LOOK_FOR_ESCAPEES},
     }
