@@ -126,6 +126,8 @@ def test_real_notebooks_still_record_in_the_box(tmp_path: Path) -> None:
     steps = read_trajectory(tmp_path / "out" / "real.jsonl")[1:]
     assert [step.error for step in steps] == [None] * len(REAL_CELLS)
     assert dict(zip(REAL_CELLS, [step.output for step in steps], strict=True)) == REAL_CELLS
+    # the memory measured is the kernel's (which imported numpy), by its host pid, not its init's
+    assert steps[0].memory_bytes is not None and steps[0].memory_bytes > 50 * 2**20
 
 
 # The session a prediction attacks at step 2 (where the developer printed 42) and step 3 (the developer's 7).

@@ -41,9 +41,16 @@ and waits):
   ``allow_network``; it may bind the ``bind_ports``, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
   this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
   inherits the domain.
-- A confined kernel also runs in namespaces of its own (:mod:`themisto.kernel.inside.namespaces`: user, IPC and,
-  without the network, network) with no capability at all, whatever the caller's uid, and under a seccomp
-  filter (:mod:`themisto.kernel.inside.seccomp`: no foreign-architecture entry, ``ptrace``, ``prlimit`` of another
+- A confined kernel reads only beneath its writable paths, the files its command names (its interpreter, its
+  connection file) and what the interpreter needs (``landlock.runtime_readable``: its prefixes and site folders,
+  ``PYTHONPATH``, the system's shared folders).
+- A confined kernel also runs in a box of namespaces (:mod:`themisto.kernel.inside.namespaces`): the launcher
+  enters a user namespace and unshares a PID namespace, whose first process, its child, is the box's init: it
+  takes mount, IPC and, without the network, network namespaces, mounts a ``/proc`` of the box's own (which
+  shows the box's processes only), forks the kernel, reaps the box's orphans and, when the kernel exits, sends
+  the launcher the kernel's wait status and ends, and Linux kills every process left in the box. The kernel has
+  no capability at all, whatever the caller's uid, and runs under a seccomp filter
+  (:mod:`themisto.kernel.inside.seccomp`: no foreign-architecture entry, ``ptrace``, ``prlimit`` of another
   process, reboot, clock, module or device-node call).
 - An unconfined kernel started by root loses, from its capability bounding set, the
   capabilities that read another process's memory or environment
