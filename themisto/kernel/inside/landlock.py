@@ -142,8 +142,8 @@ def confine(
 ) -> int:
     """Confine the calling thread from now on (see the module); returns the ABI in force, OSError where it cannot.
 
-    A path of ``writable`` or ``readable`` that does not exist is skipped (it grants nothing); a file grants the
-    rights on itself alone.
+    A path of ``writable`` or ``readable`` that does not exist, or that this user cannot reach, is skipped (it
+    grants nothing); a file grants the rights on itself alone.
     """
     libc = _libc()
     abi = abi_version()
@@ -178,7 +178,7 @@ def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
     """Add the rule that grants the domain ``rights`` beneath ``path`` (or on the file itself)."""
     try:
         descriptor = os.open(path, _O_PATH | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, PermissionError):  # no such path, or none this user reaches
         return
     try:
         folder = stat.S_ISDIR(os.fstat(descriptor).st_mode)
