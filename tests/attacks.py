@@ -104,6 +104,55 @@ def is_gone(pid: int) -> bool:
         return True
 
 
+# A cell's ``started(pid)``: the start time of its process ``pid`` (clock ticks since boot, which a PID namespace
+# does not change), by which the host finds a process of a box whose pid there is not the host's.
+STARTED = "def started(pid):\n    return [pid, int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[19])]\n"
+
+
+# A prediction's ``the_kernel()``: the replay kernel's pid as /proc names it. Unconfined, its parent; in its box its
+# parent is outside its PID namespace (``getppid()`` reads 0), and /proc, the replay kernel's box's, shows the
+# kernel as the oldest process running ipykernel (the others are its forks, the predictions).
+# ``signal_the_kernel(number)``: by its pid, unconfined; in the box, through the kernel's /proc folder.
+THE_KERNEL = """
+def the_kernel():
+    import os
+    if os.getppid():
+        return os.getppid()
+    def command(name):
+        try:
+            return open(f'/proc/{name}/cmdline', 'rb').read().split(b'\\0')[1:3]
+        except OSError:
+            return []
+    return min(int(name) for name in os.listdir('/proc') if name.isdigit() and command(name) == [b'-m', b'ipykernel_launcher'])
+def signal_the_kernel(number):
+    import os, signal
+    if os.getppid():
+        os.kill(os.getppid(), number)
+    else:  # a pid in a kill() names a process of the caller's PID namespace: the kernel's /proc folder as a pidfd
+        signal.pidfd_send_signal(os.open(f'/proc/{the_kernel()}', os.O_RDONLY), number)
+"""
+
+
+def host_process(box_pid: int, start: int) -> psutil.Process | None:
+    """The live process of the host that has pid ``box_pid`` in its innermost PID namespace and started at
+    ``start`` (a cell's ``started(pid)``); None when it has ended (a zombie has ended)."""
+    for process in psutil.process_iter():
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        innermost = next(line.split()[-1] for line in status.splitlines() if line.startswith("NSpid:"))
+        if int(innermost) == box_pid and int(fields[19]) == start and fields[0] != "Z":
+            return process
+    return None
+
+
+def is_gone_from_box(box_pid: int, start: int) -> bool:
+    """Whether the process a cell named by ``started(pid)`` has ended."""
+    return host_process(box_pid, start) is None
+
+
 def lines_of(path: Path) -> int:
     """Complete lines in a file (0 if it does not exist)."""
     return path.read_bytes().count(b"\n") if path.exists() else 0

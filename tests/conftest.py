@@ -36,7 +36,7 @@ KERNEL_FIXTURES = frozenset({"kernel", "fresh_kernel"})
 KERNEL_PROGRAMS = ("ipykernel_launcher", "themisto.kernel.launcher")
 KERNEL_COMMANDS = frozenset({"record", "stability", "exec-score"})
 NO_SANDBOX_SKIP = (
-    "this system has no Linux Landlock, or refuses user and network namespaces, so kernels refuse to start"
+    "this system has no Linux Landlock, or refuses user, network and PID namespaces (or their /proc), so kernels refuse to start"
     " sandboxed (see SECURITY.md)"
 )
 # tests/vllm_backend run vLLM for real in the environment `make vllm` makes (`make test-vllm`); the main one has no vLLM

@@ -13,6 +13,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
+from attacks import THE_KERNEL
 from exec_logs import write_next_cell_logs
 
 from themisto.cli import main
@@ -58,7 +59,7 @@ PREDICTIONS: dict[tuple[str, str], dict[int, str]] = {
         6: "open('notes.txt', 'w').write('changed')",  # rewrites the file
     },
     ("m2", NEXT_CELL_TASK): {
-        2: "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",  # kills the kernel itself
+        2: THE_KERNEL + "import signal\nsignal_the_kernel(signal.SIGKILL)",  # kills the kernel itself
         4: "df['quantity'].sum()",  # a misspelled column
         5: "counter + 1",  # the developer's cell, after the rebinding and the endless loop
         6: "print(open('notes.txt').read())",  # the developer's cell, after the deletion and the rewrite
@@ -156,7 +157,8 @@ def test_a_prediction_cannot_signal_the_kernel_from_its_sandbox(scored: tuple[Pa
     run_dir, report = scored[0], scored[1]
     killer = _lines(run_dir, "m2", NEXT_CELL_TASK)[2]
     assert (killer["exec_ok"], killer["exec_match"], killer["tampered"]) == (0, 0, False)
-    assert killer["error"] == "PermissionError: [Errno 1] Operation not permitted"
+    # in its PID namespace the kernel has no pid, and a pidfd of its /proc folder is refused for it
+    assert killer["error"] == "OSError: [Errno 22] Invalid argument"
     # the kernel lived on: nothing had to be restored, and the replay went on
     assert [t.restores for t in report.trajectories] == [0]
     reference = _lines(run_dir, REFERENCE_MODEL, NEXT_CELL_TASK)

@@ -176,12 +176,13 @@ UDP_TO = PROBES + (
     "verdict = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {})))\n"
     "print(42 if verdict == 'ENETUNREACH' else verdict)"
 )
-# Before: RLIMIT_CPU of 1 s on exec-score, through prlimit, which Landlock does not guard.
+# Before: RLIMIT_CPU of 1 s on exec-score, through prlimit, which Landlock does not guard. Where the scorer is out
+# of the prediction's sight (its PID namespace), the prediction tries another process it sees: its box's init.
 LIMIT_THE_SCORER = (
     "import resource\nimport psutil\n"
-    "for process in psutil.Process().parents():\n"
-    "    if 'exec-score' in ' '.join(process.cmdline()):\n"
-    "        resource.prlimit(process.pid, resource.RLIMIT_CPU, (1, 1))"
+    "targets = [p.pid for p in psutil.Process().parents() if 'exec-score' in ' '.join(p.cmdline())] or [1]\n"
+    "for pid in targets:\n"
+    "    resource.prlimit(pid, resource.RLIMIT_CPU, (1, 1))"
 )
 # Before: the kernel held the results of the step's earlier children (the reference's first) when it forked
 # this one.

@@ -15,7 +15,7 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-from attacks import assert_one_line_error, interrupt, is_gone, run_themisto, start_themisto, wait_for
+from attacks import THE_KERNEL, assert_one_line_error, interrupt, is_gone, run_themisto, start_themisto, wait_for
 from exec_logs import write_next_cell_logs
 
 from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
@@ -36,7 +36,9 @@ CELLS = [
 ]
 
 # E1: look everywhere the child can for the developer's cell (its memory, its files, the kernel's), and run it.
-SEEK_THE_ANSWER = """
+SEEK_THE_ANSWER = (
+    THE_KERNEL
+    + """
 import gc, os, stat, sys
 def texts(value, depth=0):
     if isinstance(value, str):
@@ -57,7 +59,7 @@ def candidates():
         frame = frame.f_back
     for container in gc.get_objects():
         yield from texts(container, 3)
-    for folder in (f'/proc/{os.getpid()}/fd', f'/proc/{os.getppid()}/fd'):
+    for folder in ('/proc/self/fd', f'/proc/{the_kernel()}/fd'):
         try:
             for name in os.listdir(folder):
                 try:
@@ -89,10 +91,11 @@ if found is not None:
     exec(found[start:found.index(tail, start) + len(tail)])
 else:
     print('nothing found')
-"""  # the search must not find itself
+"""
+)  # the search must not find itself
 
 # E2: write the replay kernel's memory through /proc.
-WRITE_KERNEL_MEMORY = "import os\nwith open(f'/proc/{os.getppid()}/mem', 'r+b') as memory:\n    memory.seek(4096)"
+WRITE_KERNEL_MEMORY = THE_KERNEL + "with open(f'/proc/{the_kernel()}/mem', 'r+b') as memory:\n    memory.seek(4096)"
 # E3: send the replay kernel an execute_request on its own shell channel.
 INJECT_REQUEST = """
 import time
@@ -106,14 +109,17 @@ time.sleep(1.0)
 print('sent')
 """
 # E11: delete the replay's working folder, found as an earlier cell stored it and through /proc.
-DELETE_THE_REPLAY = """
+DELETE_THE_REPLAY = (
+    THE_KERNEL
+    + """
 import os, shutil
-for folder in (here, os.readlink(f'/proc/{os.getppid()}/cwd')):
+for folder in (here, os.readlink(f'/proc/{the_kernel()}/cwd')):
     try:
         shutil.rmtree(folder)
     except OSError as error:
         print(type(error).__name__)
 """
+)
 # Through what no sandbox closes: a file an earlier cell left open for writing, in the replay's folder.
 WRITE_AN_OPEN_FILE = "log.write('tampered\\n')\nlog.flush()"
 
@@ -216,19 +222,24 @@ def test_e10_a_prediction_that_signals_the_scorer_fails_alone(recorded: Path, tm
     # before: SIGKILL of themisto exec-score ended the run with exit 137 and no results, every rerun alike
     kill_the_scorer = (
         "import os, signal\nimport psutil\n"
-        "for process in psutil.Process().parents():\n"
-        "    if 'exec-score' in ' '.join(process.cmdline()):\n"
-        "        os.kill(process.pid, signal.SIGKILL)"
+        "scorers = [p.pid for p in psutil.Process().parents() if 'exec-score' in ' '.join(p.cmdline())]\n"
+        "for pid in scorers:\n"
+        "    os.kill(pid, signal.SIGKILL)\n"
+        "if not scorers:\n"
+        "    raise ProcessLookupError('no exec-score in sight')"  # in its box
     )
-    stop_the_kernel = "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)"
+    stop_the_kernel = THE_KERNEL + "import signal\nsignal_the_kernel(signal.SIGSTOP)"
     run_dir = tmp_path / "run"
     predictions = {("killer", NEXT_CELL_TASK): {2: kill_the_scorer}, ("stopper", NEXT_CELL_TASK): {2: stop_the_kernel}}
     predictions["honest", NEXT_CELL_TASK] = ATTACKS["honest", NEXT_CELL_TASK]
     write_next_cell_logs(run_dir, read_trajectory(recorded), predictions)
     result = run_themisto("exec-score", str(run_dir), "--trajectories", str(recorded), "--timeout", "60", "--quiet")
     assert result.returncode == 0, result.stderr
-    assert _lines(run_dir, "killer")[2]["error"] == "PermissionError: [Errno 1] Operation not permitted"
-    assert _lines(run_dir, "stopper")[2]["error"] == "PermissionError: [Errno 1] Operation not permitted"
+    # the scorer is out of the box's sight (before: SIGKILL of exec-score, then PermissionError)
+    assert _lines(run_dir, "killer")[2]["error"] == "ProcessLookupError: no exec-score in sight"
+    # the kernel has no pid in the prediction's PID namespace, and a pidfd of its /proc folder is refused for it
+    # (before: SIGSTOP by pid, then PermissionError)
+    assert _lines(run_dir, "stopper")[2]["error"] == "OSError: [Errno 22] Invalid argument"
     _replay_untouched(run_dir)
 
 

@@ -15,14 +15,18 @@ from pathlib import Path
 import psutil
 import pytest
 from attacks import (
+    STARTED,
+    host_process,
     interrupt,
     is_gone,
+    is_gone_from_box,
     lines_of,
     start_themisto,
     wait_for,
     write_notebook,
 )
 
+from themisto.kernel.inside.namespaces import INIT_NAME
 from themisto.kernel.transport import SILENT_KERNEL_GRACE
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
@@ -33,7 +37,9 @@ pytestmark = pytest.mark.kernel  # every test records or kills a real kernel
 OPTIONS = RecordOptions(timeout=30, repr_timeout=0.3)
 
 # A cell that starts a process in a session of its own and a double-forked daemon, and prints their pids.
-ESCAPES = """import json, os, subprocess, sys, time
+ESCAPES = (
+    STARTED
+    + """import json, os, subprocess, sys, time
 session = subprocess.Popen(['sleep', '600'], start_new_session=True)
 reader, writer = os.pipe()
 if os.fork() == 0:  # the classic daemon: fork, new session, fork again, parent exits
@@ -43,7 +49,8 @@ if os.fork() == 0:  # the classic daemon: fork, new session, fork again, parent 
         time.sleep(600)
     os._exit(0)
 os.wait()
-pids = {'kernel': os.getpid(), 'session': session.pid, 'daemon': int(os.read(reader, 32))}"""
+pids = {'kernel': started(os.getpid()), 'session': started(session.pid), 'daemon': started(int(os.read(reader, 32)))}"""
+)
 
 
 def test_nothing_the_notebook_started_outlives_the_trajectory(tmp_path: Path) -> None:
@@ -55,7 +62,7 @@ def test_nothing_the_notebook_started_outlives_the_trajectory(tmp_path: Path) ->
     # all of them were alive while the trajectory ran: they were started in a session of their own,
     # so the process group kill of jupyter_client alone did not reach them
     for name, pid in pids.items():
-        wait_for(functools.partial(is_gone, pid), timeout=10, what=f"the {name} process {pid} to end")
+        wait_for(functools.partial(is_gone_from_box, *pid), timeout=10, what=f"the {name} process {pid} to end")
 
 
 def test_the_kernel_and_everything_it_started_die_with_a_killed_recorder(tmp_path: Path) -> None:
@@ -68,15 +75,18 @@ def test_the_kernel_and_everything_it_started_die_with_a_killed_recorder(tmp_pat
         wait_for(lambda: pid_file.exists() or recorder.poll() is not None, what="the cell's processes")
         assert recorder.poll() is None, recorder.communicate()
         pids = json.loads(pid_file.read_text())
-        launcher = psutil.Process(pids["kernel"]).ppid()
-        assert all(not is_gone(pid) for pid in pids.values())
+        kernel = host_process(*pids["kernel"])
+        assert kernel is not None and all(not is_gone_from_box(*pid) for pid in pids.values())
+        # in the box, the kernel's parent is the box's init, a fork of the launcher with its command line
+        launcher = next(process.pid for process in kernel.parents() if process.name() != INIT_NAME)
         recorder.kill()  # SIGKILL: the recorder cannot clean up
         recorder.wait(timeout=30)
     finally:
         recorder.kill()
         recorder.communicate()
-    for name, pid in [*pids.items(), ("launcher", launcher)]:
-        wait_for(functools.partial(is_gone, pid), timeout=10, what=f"the {name} process {pid} to end")
+    for name, pid in pids.items():
+        wait_for(functools.partial(is_gone_from_box, *pid), timeout=10, what=f"the {name} process {pid} to end")
+    wait_for(functools.partial(is_gone, launcher), timeout=10, what=f"the launcher {launcher} to end")
 
 
 def test_replaced_streams_are_restored_and_later_cells_recorded_normally(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
+from attacks import STARTED, is_gone_from_box, wait_for
 
 from themisto.cli import main
 from themisto.exceptions import KernelError
@@ -51,17 +51,9 @@ def assert_next_step_ran(step: Step, restarted: bool) -> None:
     assert step.error is None and step.output == "next step ran" and step.restarted is restarted
 
 
-def assert_process_gone(pid: int) -> None:
-    """The process ``pid`` has exited (a zombie awaiting its reaper counts as gone)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return
-        except psutil.NoSuchProcess:
-            return
-        time.sleep(0.05)
-    pytest.fail(f"process {pid} outlived the kernel")
+def assert_process_gone(pid: list[int]) -> None:
+    """The process a cell named by ``started(pid)`` has exited (a zombie awaiting its reaper counts as gone)."""
+    wait_for(lambda: is_gone_from_box(*pid), timeout=5, what=f"process {pid} to end, which outlived the kernel")
 
 
 # --- the kernel dies ---------------------------------------------------------------------------
@@ -329,18 +321,19 @@ def test_forks_are_steps_and_no_child_outlives_the_kernel(tmp_path: Path) -> Non
         tmp_path,
         [
             "import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)[1]",
-            "import time\nchild = os.fork()\nif child == 0:\n    time.sleep(600)\n    os._exit(0)\nchild",
+            STARTED
+            + "import time\nchild = os.fork()\nif child == 0:\n    time.sleep(600)\n    os._exit(0)\nstarted(child)",
             # no branch: the child carries on as a second copy of the kernel
             "import os\nparent = os.getpid()\nos.fork()\nif os.getpid() != parent:\n    time.sleep(600)",
             NEXT,
         ],
     )
     assert reaped.error is None and reaped.output == "0"
-    assert lingering.error is None and int(lingering.output) > 0
+    assert lingering.error is None and json.loads(lingering.output)[0] > 0
     assert twin.error is None
     assert_next_step_ran(after, restarted=False)
     # the kernel is shut down with its whole process group, so a lingering child dies with it
-    assert_process_gone(int(lingering.output))
+    assert_process_gone(json.loads(lingering.output))
 
 
 def test_a_cell_that_tampers_with_the_snapshot_module_is_still_recorded(tmp_path: Path) -> None:

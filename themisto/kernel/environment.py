@@ -248,9 +248,10 @@ class KernelSandbox:
         reason = namespaces.unavailable()
         if reason is not None:
             raise OptionError(
-                "this system does not let a kernel have user and network namespaces of its own ({reason}), which"
-                " keep the notebook's kernels off the network and without capabilities: run unconfined with"
-                " {sandbox:False}, knowing what the sandbox keeps from the notebook's code (see SECURITY.md)",
+                "this system does not let a kernel have user, network and PID namespaces and a /proc of its own"
+                " ({reason}), which keep the notebook's kernels off the network, without capabilities and out of"
+                " sight of other processes: run unconfined with {sandbox:False}, knowing what the sandbox keeps"
+                " from the notebook's code (see SECURITY.md)",
                 reason=reason,
             )
         return cls(abi, options.allow_network)

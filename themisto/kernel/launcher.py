@@ -41,9 +41,16 @@ and waits):
   ``allow_network``; it may bind the ``bind_ports``, its own over the tcp transport), and signal, ptrace or reach by abstract socket no process outside the domain: not
   this launcher (so it cannot stop it and escape the clean-up), not the recorder. Every process it starts
   inherits the domain.
-- A confined kernel also runs in namespaces of its own (:mod:`themisto.kernel.inside.namespaces`: user, IPC and,
-  without the network, network) with no capability at all, whatever the caller's uid, and under a seccomp
-  filter (:mod:`themisto.kernel.inside.seccomp`: no foreign-architecture entry, ``ptrace``, ``prlimit`` of another
+- A confined kernel reads only beneath its writable paths, the files its command names (its interpreter, its
+  connection file) and what the interpreter needs (``landlock.runtime_readable``: its prefixes and site folders,
+  ``PYTHONPATH``, the system's shared folders).
+- A confined kernel also runs in a box of namespaces (:mod:`themisto.kernel.inside.namespaces`): the launcher
+  enters a user namespace and unshares a PID namespace, whose first process, its child, is the box's init: it
+  takes mount, IPC and, without the network, network namespaces, mounts a ``/proc`` of the box's own (which
+  shows the box's processes only), forks the kernel, reaps the box's orphans and, when the kernel exits, sends
+  the launcher the kernel's wait status and ends, and Linux kills every process left in the box. The kernel has
+  no capability at all, whatever the caller's uid, and runs under a seccomp filter
+  (:mod:`themisto.kernel.inside.seccomp`: no foreign-architecture entry, ``ptrace``, ``prlimit`` of another
   process, reboot, clock, module or device-node call).
 - An unconfined kernel started by root loses, from its capability bounding set, the
   capabilities that read another process's memory or environment
@@ -54,9 +61,13 @@ and waits):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
+import select
+import shutil
 import signal
+import socket
 import sys
 import time
 from typing import Any, NoReturn
@@ -119,33 +130,74 @@ def _prctl(option: int, value: int) -> int:
         return -1
 
 
-def _become_kernel(command: list[str], request: LaunchRequest, launcher: int) -> None:
-    """In the forked child: die with the launcher, take the limits, shed capabilities, enter the sandbox, exec."""
+def _become_kernel(command: list[str], request: LaunchRequest, parent: int) -> None:
+    """In the forked child: die with its parent, take the limits, shed capabilities, enter the sandbox, exec."""
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != launcher:  # the launcher died before the death signal was armed
+        if os.getppid() != parent:  # the parent died before the death signal was armed
             os._exit(1)
-        if request.sandbox is not None:  # namespaces first: a new user namespace needs this single-threaded child
-            namespaces.enter(network=request.sandbox.allow_network or bool(request.sandbox.bind_ports))
+        if request.sandbox is not None:  # in the box's namespaces already (_become_box): only the capabilities
+            namespaces.drop_capabilities()
+            # ipykernel takes a parent of pid 1 for init, so an orphan's: it dies with the box's init instead
+            os.environ["JPY_PARENT_PID"] = "1"
         else:
             for capability in _MEMORY_READING_CAPABILITIES:
                 _prctl(_PR_CAPBSET_DROP, capability)  # fails harmlessly for a user who has no capabilities
         apply_limits(request.max_memory, request.max_cpu_seconds)
         if request.sandbox is not None:
-            confine(request.sandbox)
+            confine(request.sandbox, _named_files(command))
         os.execvp(command[0], command)
     except BaseException as exc:
         print(f"themisto launcher: cannot start the kernel: {exc}", file=sys.stderr)
     os._exit(127)
 
 
-def confine(sandbox: Sandbox) -> int:
-    """Enter the Landlock domain of ``sandbox`` and the seccomp filter (this process, single-threaded, from now
-    on); the Landlock ABI in force."""
+def _become_box(command: list[str], request: LaunchRequest, network: bool, report: socket.socket) -> NoReturn:
+    """In the box's init, the first process (pid 1) of the launcher's PID namespace: the box's other namespaces
+    and its ``/proc``, then the kernel as its child; it reaps the box's orphans, sends the kernel's wait status
+    through ``report`` and ends, and every process left in the box with it."""
+    status = 127 << 8  # the wait status of an exit with code 127
+    try:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if select.select([report], [], [], 0)[0]:  # the launcher died before the death signal was armed
+            os._exit(1)
+        # an init ignores the signals it has no handler for, even from inside its box: none is kept
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        namespaces.become_init(network)
+        kernel = os.fork()
+        if kernel == 0:
+            report.close()
+            _become_kernel(command, request, 1)  # its parent is the init, pid 1 in the box
+        status = namespaces.reap_until(kernel)
+    except BaseException as exc:
+        print(f"themisto launcher: cannot start the kernel's box: {exc}", file=sys.stderr)
+    with contextlib.suppress(OSError):
+        report.sendall(status.to_bytes(4, "little"))
+    os._exit(0)
+
+
+def _named_files(command: list[str]) -> list[str]:
+    """The files the kernel's command names (its interpreter, its connection file) and the installation its
+    interpreter belongs to, which the kernel reads besides this interpreter's."""
+    executable = shutil.which(command[0]) or command[0]
+    files = [argument for argument in command if os.path.isabs(argument) and os.path.isfile(argument)]
+    prefixes = {os.path.dirname(os.path.dirname(path)) for path in (executable, os.path.realpath(executable))}
+    return [*files, *sorted(prefixes)]
+
+
+def confine(sandbox: Sandbox, readable: list[str]) -> int:
+    """Enter the Landlock domain of ``sandbox``, reading only :func:`landlock.runtime_readable` and ``readable``
+    besides its writable paths, and the seccomp filter (this process, single-threaded, from now on); the Landlock
+    ABI in force."""
     abi = landlock.confine(
-        sandbox.writable, allow_network=sandbox.allow_network, scope=True, bind_ports=sandbox.bind_ports
+        sandbox.writable,
+        readable=[*landlock.runtime_readable(), *readable],
+        allow_network=sandbox.allow_network,
+        scope=True,
+        bind_ports=sandbox.bind_ports,
     )
     seccomp.confine(unix_sockets=True)  # the kernel's own channels are Unix sockets
     return abi
@@ -217,14 +269,22 @@ def _exit_like(status: int | None) -> None:
     """Exit as the kernel did: its exit code, or the signal that killed it raised on this process."""
     if status is None:  # told to stop
         os._exit(128 + signal.SIGTERM)
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a SIGSEGV re-raised here must not write a core file
-        if number not in (signal.SIGKILL, signal.SIGSTOP):  # these two cannot be handled anyway
-            signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-        os._exit(128 + number)  # a signal whose default action is not to terminate
-    os._exit(os.waitstatus_to_exitcode(status))
+    namespaces.exit_like(status)
+
+
+def _run_box(command: list[str], request: LaunchRequest, sandbox: Sandbox) -> int:
+    """Start the kernel in its box (a PID namespace whose init is this process's child); its wait status."""
+    namespaces.enter_user_and_pid()
+    ours, theirs = socket.socketpair()
+    init = os.fork()
+    if init == 0:
+        ours.close()
+        _become_box(command, request, sandbox.allow_network or bool(sandbox.bind_ports), theirs)
+    theirs.close()
+    status = _wait_for(init)
+    reported = ours.recv(4)
+    ours.close()
+    return int.from_bytes(reported, "little") if len(reported) == 4 else status
 
 
 def _raise_stop(signum: int, frame: object) -> None:
@@ -261,11 +321,14 @@ def main(argv: list[str] | None = None) -> None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != request.parent:
             raise _Stop  # the recorder died before the death signal was armed
-        launcher = os.getpid()
-        kernel = os.fork()
-        if kernel == 0:
-            _become_kernel(command, request, launcher)
-        status = _wait_for(kernel)
+        if request.sandbox is None:
+            launcher = os.getpid()
+            kernel = os.fork()
+            if kernel == 0:
+                _become_kernel(command, request, launcher)
+            status = _wait_for(kernel)
+        else:
+            status = _run_box(command, request, request.sandbox)
     except _Stop:
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # cleaning up is not interrupted

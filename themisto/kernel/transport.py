@@ -42,6 +42,7 @@ from themisto.kernel.environment import (
     undumpable,
 )
 from themisto.kernel.inside import snapshot
+from themisto.kernel.inside.namespaces import INIT_NAME
 from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import OutputCollector
 
@@ -181,10 +182,13 @@ class KernelSession:
                 # alive past the deadline: it is too slow, not dead
                 error = KernelTimeoutError if self._manager.is_alive() else KernelError
                 raise error(f"kernel {self.options.kernel_name!r} did not start: {exc}{hint}") from None
-        # the kernel is the launcher's one child (see themisto.kernel.launcher)
-        launcher = psutil.Process(self._manager.provisioner.pid)
-        children = launcher.children()
-        self._process = children[0] if children else launcher
+        # the kernel is the launcher's first child, or in a box that of the box's init (see themisto.kernel.launcher),
+        # seen by its pid on the host, not the one it has in its box
+        self._process = psutil.Process(self._manager.provisioner.pid)
+        while children := self._process.children():
+            self._process = min(children, key=lambda child: child.pid)
+            if self._process.name() != INIT_NAME:
+                break
 
     def memory(self) -> int | None:
         """The kernel process's resident memory in bytes; None where it cannot be read."""

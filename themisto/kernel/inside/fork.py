@@ -19,10 +19,12 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    a process group of its own (so a timeout kills the child and whatever it
    started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
    it inherited (the kernel's channels); with ``request.confine``, enters
-   user, IPC and network namespaces of its own
+   user, IPC, network and PID namespaces of its own
    (:mod:`themisto.kernel.inside.namespaces`: no network even where the kernel
    has it), a Landlock domain of its own (writes only in its private folder and
-   ``/dev/null``, no TCP, signals and abstract sockets scoped, no ptrace outside)
+   ``/dev/null``, reads only there, in the interpreter's and the system's files
+   and the kernel's profile and caches, no TCP, signals and abstract sockets
+   scoped, no ptrace outside)
    and a seccomp filter (:mod:`themisto.kernel.inside.seccomp`) that refuses, on
    top of the kernel's own, new Unix sockets (the kernel's channels are Unix
    sockets in a folder, which Landlock does not guard) and changes to another
@@ -100,6 +102,10 @@ SECCOMP_MODULE = "_themisto_seccomp"
 NAMESPACES_MODULE = "_themisto_namespaces"
 # What a confined child may write besides its own folder: opening /dev/null to write is a write to a file.
 ALSO_WRITABLE = ("/dev/null",)
+# The kernel's private folders a confined child reads (IPython's profile, matplotlib's font list, caches), named
+# by the variables that point to them; it reads nothing else of the kernel's but the interpreter's and the
+# system's files (``landlock.runtime_readable``): not the kernel's working directory, whose copy it has.
+ALSO_READABLE = ("IPYTHONDIR", "MPLCONFIGDIR", "XDG_CACHE_HOME")
 # ipykernel's OutStream publishes buffered text this long after the first write (its flush_interval).
 FLUSH_INTERVAL = 0.2
 # Non-stream messages a child keeps, in JSON characters, as a multiple of the output budget;
@@ -386,13 +392,15 @@ def _child(
     _close_sockets()
     if request.confine:
         try:
-            # namespaces of its own: no network even where the kernel has it (--allow-network)
-            _BOUND["namespaces"](network=False, map_ids=False)
-            _BOUND["confine"](list((folder, *ALSO_WRITABLE)), allow_network=False, scope=True)
+            # namespaces of its own: no network even where the kernel has it (--allow-network), a PID namespace
+            _BOUND["namespaces"](network=False, map_ids=False, pid=True)
+            readable = [*_BOUND["readable"](), *filter(None, map(os.environ.get, ALSO_READABLE))]
+            _BOUND["confine"]([folder, *ALSO_WRITABLE], readable=readable, allow_network=False, scope=True)
             _BOUND["seccomp"](unix_sockets=False, other_processes=False)
         except OSError as exc:
             write(_frame("fault", "OSError", f"cannot confine the prediction: {exc}").to_json())
             return
+        _BOUND["contain"]()  # returns in the PID namespace's process that runs the cell
     temporary = os.path.join(folder, "tmp")
     os.mkdir(temporary)
     os.environ["TMPDIR"] = tempfile.tempdir = temporary
@@ -770,17 +778,19 @@ _BOUND: dict[str, Any] = {}
 
 
 def bind() -> None:
-    """Take the snapshot's ``take`` and ``JsonText``, Landlock's and seccomp's ``confine``, the namespaces'
-    ``enter`` and the wire's records from their installed modules."""
+    """Take the snapshot's ``take`` and ``JsonText``, Landlock's ``confine`` and ``runtime_readable``, seccomp's
+    ``confine``, the namespaces' ``enter`` and ``contain`` and the wire's records from their installed modules."""
     snapshot = sys.modules[SNAPSHOT_MODULE]
     _BOUND.update(
         take=snapshot.take,
         text=snapshot.JsonText,
         description_chars=snapshot.DESCRIPTION_CHARS,
         confine=sys.modules[LANDLOCK_MODULE].confine,
+        readable=sys.modules[LANDLOCK_MODULE].runtime_readable,
         wire=sys.modules[WIRE_MODULE],
         seccomp=sys.modules[SECCOMP_MODULE].confine,
         namespaces=sys.modules[NAMESPACES_MODULE].enter,
+        contain=sys.modules[NAMESPACES_MODULE].contain,
     )
 
 

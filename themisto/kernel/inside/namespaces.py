@@ -10,6 +10,16 @@ drops every capability: from the bounding set (so no ``exec``, of a setuid or ro
 back), the ambient, inheritable, permitted and effective sets. Capabilities held in a user namespace count only
 over what that namespace owns, and the process has none left there either: ``reboot``, ``settimeofday``,
 ``SO_MARK``, ``mknod`` of a device and raw or packet sockets all get ``EPERM``.
+
+Every process of a box lives in a **PID** namespace of the box's own, so that every descendant dies with it (the
+kernel of Linux kills a namespace's processes when its first one, its init, ends) and a fresh ``/proc`` shows
+the box's processes only. ``unshare(CLONE_NEWPID)`` moves only the caller's later children, and a process whose
+children go to another namespace than its own can start no thread, so a box takes two forks: the launcher
+unshares (:func:`enter_user_and_pid`) and forks the box's init (:func:`become_init`: a mount namespace with a
+``/proc`` of the box, then it forks the kernel, reaps, and ends with it); a prediction's child unshares
+(``enter(..., pid=True)``) and :func:`contain` forks an init and the process that runs the cell. The process that
+runs code is never the init: an init ignores the signals it sends itself (``os.kill(os.getpid(), SIGKILL)``) and
+``SIGXCPU``.
 """
 
 from __future__ import annotations
@@ -17,13 +27,23 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import resource
+import signal
 import sys
 import warnings
 from functools import cache
+from typing import NoReturn
 
+CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+_PR_SET_NAME = 15
+_MAX_DESCRIPTORS = 1 << 20
+# The name (``comm``) of a box's init, by which the host tells it from the kernel it started.
+INIT_NAME = "themisto-box"
 _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -50,22 +70,107 @@ def _write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def enter(network: bool, map_ids: bool = True) -> None:
+def enter(network: bool, map_ids: bool = True, pid: bool = False) -> None:
     """Move this single-threaded process into the namespaces of the module and drop every capability.
 
     Without ``map_ids`` (a process in a Landlock domain, which may not write ``/proc/self/uid_map``) the user
     namespace stays unmapped: its uid and gid read as the overflow ids (65534) inside, while the files it makes
-    still belong to its own.
+    still belong to its own. With ``pid``, its later children go to a new PID namespace (see :func:`contain`).
     """
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
-    flags = CLONE_NEWUSER | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
+    flags = CLONE_NEWUSER | CLONE_NEWIPC | (0 if network else CLONE_NEWNET) | (CLONE_NEWPID if pid else 0)
     _check(libc.unshare(flags), "unshare")
     if map_ids:
-        _write("/proc/self/setgroups", "deny")  # required before an unprivileged process may map its group
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        _map_ids(uid, gid)
     drop_capabilities(libc)
+
+
+def _map_ids(uid: int, gid: int) -> None:
+    """Map this process's uid and gid to themselves in the user namespace it has just entered."""
+    _write("/proc/self/setgroups", "deny")  # required before an unprivileged process may map its group
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def enter_user_and_pid() -> None:
+    """The launcher's part (single-threaded): a user namespace (its ids mapped to themselves) whose capabilities
+    its next child uses, and a PID namespace whose init that child becomes. The launcher itself stays in the
+    host's PID namespace, where the recorder sees it and it sees the box's processes by their host pids."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWPID), "unshare")
+    _map_ids(uid, gid)
+
+
+def become_init(network: bool) -> None:
+    """In the first process of the PID namespace (pid 1): namespaces for the box, a ``/proc`` of its own.
+
+    Mount, IPC and (without ``network``) network namespaces of its own; ``/proc`` mounted afresh for the box's
+    PID namespace, so it lists the box's processes only, seen by their pids in the box. The mounts stay private
+    to the box. Named :data:`INIT_NAME`.
+    """
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)), "unshare")
+    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "making the mounts private")
+    proc = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _check(libc.mount(b"proc", b"/proc", b"proc", proc, None), "mounting /proc for the PID namespace")
+    libc.prctl(_PR_SET_NAME, INIT_NAME.encode(), 0, 0, 0)
+
+
+def reap_until(pid: int) -> int:
+    """As an init: reap every child (orphans of the namespace come here) until ``pid`` exits; its wait status."""
+    while True:
+        try:
+            ended, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return 0
+        if ended == pid:
+            return status
+
+
+def contain() -> None:
+    """In a process that has just entered a PID namespace (``enter(pid=True)``): returns in a new process of that
+    namespace, not its init, which runs the code; this process waits for it and exits as it did.
+
+    The init (pid 1) is a fork that holds only the reading end of a pipe and waits for its end: when this process
+    ends, however it ends (killed with its process group, or after the code's process), the init ends, and with it
+    every process left in the namespace, those in sessions of their own included.
+    """
+    read, write = os.pipe()
+    if _fork() == 0:  # the init
+        try:
+            os.closerange(0, read)
+            os.closerange(read + 1, _MAX_DESCRIPTORS)
+            os.read(read, 1)  # returns at the end of the pipe: the process that made the namespace has ended
+        finally:
+            os._exit(0)
+    os.close(read)
+    runner = _fork()
+    if runner == 0:
+        os.close(write)
+        return
+    exit_like(reap_until(runner))
+
+
+def _fork() -> int:
+    """``os.fork`` without Python's warning about threads: a forked child runs only the forking thread."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
+
+
+def exit_like(status: int) -> NoReturn:
+    """Exit as the process of wait status ``status`` did: its exit code, or its signal raised on this process."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a SIGSEGV re-raised here must not write a core file
+        if number not in (signal.SIGKILL, signal.SIGSTOP):  # these two cannot be handled anyway
+            signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+        os._exit(128 + number)  # a signal whose default action is not to terminate
+    os._exit(os.waitstatus_to_exitcode(status))
 
 
 class _CapabilityHeader(ctypes.Structure):
@@ -76,8 +181,9 @@ class _CapabilityData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def drop_capabilities(libc: ctypes.CDLL) -> None:
+def drop_capabilities(libc: ctypes.CDLL | None = None) -> None:
     """Empty every capability set of this process, the bounding set first (which needs CAP_SETPCAP)."""
+    libc = libc or _libc()
     with open(_LAST_CAPABILITY, encoding="ascii") as handle:
         last = int(handle.read())
     for capability in range(last + 1):
@@ -89,7 +195,8 @@ def drop_capabilities(libc: ctypes.CDLL) -> None:
 
 @cache
 def unavailable() -> str | None:
-    """Why kernels cannot get these namespaces here (tried in a child process, once), or None when they can."""
+    """Why kernels cannot get these namespaces and their ``/proc`` here (tried in a child process, once), or None
+    when they can."""
     try:
         _libc()
     except OSError as exc:
@@ -98,11 +205,16 @@ def unavailable() -> str | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": the child runs none
         pid = os.fork()
-    if pid == 0:  # the child: try, report, never return
+    if pid == 0:  # the child: try as the launcher and the box's init would, report, never return
         try:
             os.close(read)
-            enter(network=False)
-            os.write(write, b"ok")
+            enter_user_and_pid()
+            if _fork() == 0:
+                become_init(network=False)
+                drop_capabilities()
+                os.write(write, b"ok")
+            else:
+                os.wait()
         except BaseException as exc:
             os.write(write, str(exc).encode("utf-8", "replace")[:500])
         finally:
