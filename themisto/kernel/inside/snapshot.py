@@ -78,8 +78,7 @@ class _Bound(types.ModuleType):
 # Bound at install time, as are the builtins (a private copy, so ``builtins.len = ...`` changes nothing here):
 # every function below is made after these lines and looks its globals up here.
 contextlib, io, itertools, json, os, signal, sys, threading, time, weakref, zlib = (
-    _Bound(module)
-    for module in (contextlib, io, itertools, json, os, signal, sys, threading, time, weakref, zlib)
+    _Bound(module) for module in (contextlib, io, itertools, json, os, signal, sys, threading, time, weakref, zlib)
 )
 globals()["__builtins__"] = dict(vars(builtins))
 
@@ -513,13 +512,20 @@ def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any]) -> l
 #   the first ones plus the last for dicts, the first ones for sets. Missed:
 #   rebinding an unsampled slot of a big container, a mutation two levels down,
 #   or one that keeps the nested container's length (``rows[0][1] = 5``).
-# - numpy arrays (anything with ``__array_interface__``): data pointer, shape,
-#   strides, dtype and a hash of the whole buffer up to FULL_HASH_BYTES, beyond
-#   that of ARRAY_SAMPLE evenly spaced elements. Missed: writing only unsampled
-#   elements of a big array.
-# - pandas objects: shape, column labels, index identity, and per column block
-#   the array fingerprint above (numpy-backed) or, for extension arrays, that of
-#   the buffers they hold (an Arrow string column's array is replaced on write).
+# - numpy arrays (anything with ``__array_interface__``): shape, dtype and a CRC-32
+#   of the whole buffer up to FULL_HASH_BYTES; beyond that the data pointer and
+#   strides too, and the CRC of ARRAY_SAMPLE evenly spaced elements. Missed:
+#   writing only unsampled elements of a big array, or a change whose CRC-32 is
+#   the old one's (one in 2**32 by chance; a CRC is no defence against a cell
+#   that means to hide a write, which can write unsampled elements anyway).
+# - pandas objects: shape, the axes (a frame's columns and index, a series'
+#   index) by the identity of their Index objects, kept alive by the key (an
+#   Index takes no item assignment: new labels are a new Index), a series' name,
+#   and per column block the array fingerprint above (numpy-backed) or, for
+#   extension arrays, the buffers they hold (an Arrow column's array is replaced
+#   on write). Missed: what changes an Index in place, as a name given to it
+#   (``frame.index.name = "row"``) or a write to its private ``_data`` (its
+#   ``values`` are read-only).
 # - torch tensors: shape, dtype, data pointer and the tensor's own version
 #   counter, which every in-place operation bumps.
 # - other objects with a ``__dict__``: the attribute names and the identity
@@ -598,7 +604,13 @@ def _array_fingerprint(value: Any) -> tuple[Any, ...]:
     interface = value.__array_interface__
     # ``flat`` slicing copies only the selected elements
     sample = value.flat[:: max(1, -(-value.size // ARRAY_SAMPLE))].tobytes() + value.flat[-1:].tobytes()
-    return interface["data"][0], tuple(interface["shape"]), interface["typestr"], interface.get("strides"), zlib.crc32(sample)
+    return (
+        interface["data"][0],
+        tuple(interface["shape"]),
+        interface["typestr"],
+        interface.get("strides"),
+        zlib.crc32(sample),
+    )
 
 
 def _pandas_fingerprint(value: Any) -> tuple[Any, ...]:
