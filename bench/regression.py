@@ -78,7 +78,7 @@ def _probe_snapshot() -> dict[str, float]:
 def _describe_cpu_ms() -> float:
     """CPU milliseconds this tree's snapshot module takes to describe the same 100 variables unchanged, in-process.
 
-    The kernel-side part of the step figure alone, without the round trip: CPU time (best of 7 runs of
+    The kernel-side part of the step figure alone, without the round trip: CPU time (best of 15 runs of
     50) moves far less with the machine's load than a step's wall time.
     """
     import bench_snapshot
@@ -94,7 +94,7 @@ def _describe_cpu_ms() -> float:
     cache = snapshot.DescriptionCache()
     cache.describe_all(variables, 500, 5.0)
     runs = []
-    for _ in range(7):
+    for _ in range(15):
         started = time.process_time()
         for _ in range(50):
             cache.describe_all(variables, 500, 5.0)
