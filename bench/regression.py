@@ -15,7 +15,9 @@ Guarded figures (``NAME`` arguments choose among them):
   corpus (``--steps``, default 4,000 steps, written once by the working tree's
   generator), run in a child process in the tree measured;
 - ``snapshot``: a recorded step's p50 time over a plain execution's, 100 unchanged
-  variables in one kernel (what ``bench_snapshot.py`` measures, as a ratio).
+  variables in one kernel (what ``bench_snapshot.py`` measures, as a ratio), and the
+  CPU time the tree's snapshot module takes to describe those variables unchanged,
+  in-process (the kernel side of that cost, steadier under load).
 
 Each measurement runs ``python bench/regression.py --probe NAME`` of the working
 tree with that tree's package first on ``sys.path`` and as the working directory,
@@ -70,7 +72,34 @@ def _probe_snapshot() -> dict[str, float]:
             recorder.run_cell(bench_snapshot.HUNDRED_VARIABLES, "setup")
             bench_snapshot._paired_steps(recorder, 3)  # warm-up
             plain, recorded = bench_snapshot._paired_steps(recorder, 41)
-    return {"snapshot step / plain step": recorded / plain}
+    return {"snapshot step / plain step": recorded / plain, "snapshot describe CPU ms": _describe_cpu_ms()}
+
+
+def _describe_cpu_ms() -> float:
+    """CPU milliseconds this tree's snapshot module takes to describe the same 100 variables unchanged, in-process.
+
+    The kernel-side part of the step figure alone, without the round trip: CPU time (best of 15 runs of
+    50) moves far less with the machine's load than a step's wall time.
+    """
+    import bench_snapshot
+
+    try:
+        from themisto.kernel.inside import snapshot
+    except ImportError:  # a base commit from before the kernel wing
+        from themisto.recording import snapshot  # type: ignore[no-redef,attr-defined]
+
+    namespace: dict[str, object] = {}
+    exec(bench_snapshot.HUNDRED_VARIABLES, namespace)  # the bench's own setup cell, as the kernel runs it
+    variables = snapshot.user_variables(namespace, {})
+    cache = snapshot.DescriptionCache()
+    cache.describe_all(variables, 500, 5.0)
+    runs = []
+    for _ in range(15):
+        started = time.process_time()
+        for _ in range(50):
+            cache.describe_all(variables, 500, 5.0)
+        runs.append((time.process_time() - started) / 50)
+    return min(runs) * 1000
 
 
 def _write_corpus(folder: Path, steps: int) -> Path:

@@ -70,6 +70,10 @@ def test_unchanged_objects_reuse_their_description_and_mutated_ones_are_describe
         lambda v: v["mapping"].__setitem__("k0", "changed"),  # a dict value rebound
         lambda v: v["nested"][0].append(9),  # a list grown one level down
         lambda v: v["mapping"].pop("k1"),  # a dict shrunk
+        lambda v: setattr(v["frame"], "columns", ["renamed", "s"]),  # a column relabelled
+        lambda v: setattr(v["series"], "name", "renamed"),  # a series renamed
+        lambda v: setattr(v["series"], "index", [7, 8, 9]),  # a series relabelled
+        lambda v: v["strided"].base.__setitem__(2, -1),  # a write through the base of a strided view
     ],
 )
 def test_in_place_mutations_the_fingerprint_sees(mutate) -> None:
@@ -77,6 +81,8 @@ def test_in_place_mutations_the_fingerprint_sees(mutate) -> None:
         "frame": pd.DataFrame({"a": range(10), "s": [f"r{i}" for i in range(10)]}),
         "mapping": {f"k{i}": i for i in range(5)},
         "nested": [[1], [2]],
+        "series": pd.Series([1, 2, 3], index=[2, 0, 1], name="n"),
+        "strided": np.arange(10.0)[::2],
     }
     keys = {name: snapshot.fingerprint(value) for name, value in values.items()}
     assert keys == {name: snapshot.fingerprint(value) for name, value in values.items()}  # stable when unchanged
@@ -98,6 +104,20 @@ def test_a_rebound_unsampled_slot_of_a_long_list_is_missed_as_documented_and_a_s
     items[step] = -1  # a sampled slot
     seen = _describe(cache, items=items)["items"]
     assert cache.described == 2 and seen["repr"].startswith("[0, -1, 2")
+
+
+def test_an_axis_renamed_in_place_is_missed_as_documented_and_a_new_axis_is_seen() -> None:
+    # docs/performance.md: a pandas object's axes are fingerprinted by identity (an Index allows no item
+    # assignment, so new labels are a new Index), which does not see the name an Index is given in place
+    cache = snapshot.DescriptionCache()
+    frame = pd.DataFrame({"a": range(3)})
+    first = _describe(cache, frame=frame)["frame"]
+    frame.index.name = "row"  # the same Index object, renamed
+    missed = _describe(cache, frame=frame)["frame"]
+    assert missed is first and "row" not in (missed["description"] or "")
+    frame.index = pd.Index([5, 6, 7], name="row")  # a new Index
+    seen = _describe(cache, frame=frame)["frame"]
+    assert cache.described == 2 and "row" in seen["description"] and "5 to 7" in seen["description"]
 
 
 class HangingAttributes:

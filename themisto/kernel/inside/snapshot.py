@@ -30,7 +30,6 @@ from __future__ import annotations
 import builtins
 import collections
 import contextlib
-import hashlib
 import io
 import itertools
 import json
@@ -44,6 +43,7 @@ import time
 import types
 import warnings
 import weakref
+import zlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -77,8 +77,8 @@ class _Bound(types.ModuleType):
 
 # Bound at install time, as are the builtins (a private copy, so ``builtins.len = ...`` changes nothing here):
 # every function below is made after these lines and looks its globals up here.
-contextlib, hashlib, io, itertools, json, os, signal, sys, threading, time, weakref = (
-    _Bound(module) for module in (contextlib, hashlib, io, itertools, json, os, signal, sys, threading, time, weakref)
+contextlib, io, itertools, json, os, signal, sys, threading, time, weakref, zlib = (
+    _Bound(module) for module in (contextlib, io, itertools, json, os, signal, sys, threading, time, weakref, zlib)
 )
 globals()["__builtins__"] = dict(vars(builtins))
 
@@ -512,13 +512,20 @@ def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any]) -> l
 #   the first ones plus the last for dicts, the first ones for sets. Missed:
 #   rebinding an unsampled slot of a big container, a mutation two levels down,
 #   or one that keeps the nested container's length (``rows[0][1] = 5``).
-# - numpy arrays (anything with ``__array_interface__``): data pointer, shape,
-#   strides, dtype and a hash of the whole buffer up to FULL_HASH_BYTES, beyond
-#   that of ARRAY_SAMPLE evenly spaced elements. Missed: writing only unsampled
-#   elements of a big array.
-# - pandas objects: shape, column labels, index identity, and per column block
-#   the array fingerprint above (numpy-backed) or, for extension arrays, that of
-#   the buffers they hold (an Arrow string column's array is replaced on write).
+# - numpy arrays (anything with ``__array_interface__``): shape, dtype and a CRC-32
+#   of the whole buffer up to FULL_HASH_BYTES; beyond that the data pointer and
+#   strides too, and the CRC of ARRAY_SAMPLE evenly spaced elements. Missed:
+#   writing only unsampled elements of a big array, or a change whose CRC-32 is
+#   the old one's (one in 2**32 by chance; a CRC is no defence against a cell
+#   that means to hide a write, which can write unsampled elements anyway).
+# - pandas objects: shape, the axes (a frame's columns and index, a series'
+#   index) by the identity of their Index objects, kept alive by the key (an
+#   Index takes no item assignment: new labels are a new Index), a series' name,
+#   and per column block the array fingerprint above (numpy-backed) or, for
+#   extension arrays, the buffers they hold (an Arrow column's array is replaced
+#   on write). Missed: what changes an Index in place, as a name given to it
+#   (``frame.index.name = "row"``) or a write to its private ``_data`` (its
+#   ``values`` are read-only).
 # - torch tensors: shape, dtype, data pointer and the tensor's own version
 #   counter, which every in-place operation bumps.
 # - other objects with a ``__dict__``: the attribute names and the identity
@@ -542,8 +549,27 @@ _IMMUTABLE = frozenset(
 
 def _items_key(items: list[Any]) -> tuple[tuple[int, ...], list[int]]:
     """The items' identities, and the lengths of those that are builtin containers (appends one level down
-    show); in a list built at C speed, as the items are the bulk of a fingerprint's work."""
+    show); at C speed, as the items are the bulk of a fingerprint's work: the lengths are looked for only
+    when an item is such a container (most samples are numbers or strings)."""
+    if _SIZED_CONTAINERS.isdisjoint(map(type, items)):
+        return tuple(map(id, items)), []
     return tuple(map(id, items)), [len(item) for item in items if type(item) in _SIZED_CONTAINERS]
+
+
+class _Same:
+    """An object in a fingerprint, equal only to itself: the key keeps it alive, so no other object can
+    take its address (as one whose ``id`` alone were kept could), and comparing runs none of its code."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Same and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
 
 
 def _spaced(count: int, total: int) -> range:
@@ -571,44 +597,50 @@ def _container_fingerprint(value: Any) -> tuple[Any, ...]:
 
 
 def _array_fingerprint(value: Any) -> tuple[Any, ...]:
-    interface = value.__array_interface__
     if value.nbytes <= FULL_HASH_BYTES:
-        sample = value.tobytes()
-    else:  # ``flat`` slicing copies only the selected elements
-        sample = value.flat[:: max(1, -(-value.size // ARRAY_SAMPLE))].tobytes() + value.flat[-1:].tobytes()
-    digest = hashlib.blake2b(sample, digest_size=16).digest()
-    return interface["data"][0], tuple(interface["shape"]), interface["typestr"], interface.get("strides"), digest
+        # the whole buffer, copied in C order whatever the layout: with the shape and dtype it is all a
+        # description reads, so the data pointer (a dict built by ``__array_interface__``) is not needed
+        return tuple(value.shape), value.dtype.str, zlib.crc32(value.tobytes())
+    interface = value.__array_interface__
+    # ``flat`` slicing copies only the selected elements
+    sample = value.flat[:: max(1, -(-value.size // ARRAY_SAMPLE))].tobytes() + value.flat[-1:].tobytes()
+    return (
+        interface["data"][0],
+        tuple(interface["shape"]),
+        interface["typestr"],
+        interface.get("strides"),
+        zlib.crc32(sample),
+    )
 
 
 def _pandas_fingerprint(value: Any) -> tuple[Any, ...]:
-    labels = getattr(value, "columns", None)
-    columns: tuple[Any, ...] = ()
-    if labels is not None:
-        columns = len(labels), tuple(_label_key(labels[i]) for i in _spaced(FINGERPRINT_ITEMS, len(labels)))
+    # The axes (a frame's columns and index, a series' index) are pandas Index objects, which allow no
+    # item assignment: a new label replaces the Index, so the object itself stands for its labels.
+    axes = tuple(_Same(axis) for axis in value._mgr.axes)  # pandas' block manager: private but long-stable
     blocks = tuple(
         _array_fingerprint(array) if hasattr(array, "__array_interface__") else _extension_fingerprint(array)
-        for array in value._mgr.arrays  # pandas' column blocks: a private but long-stable attribute
+        for array in value._mgr.arrays
     )
-    return tuple(value.shape), columns, id(value.index), blocks
+    return tuple(value.shape), axes, _label_key(vars(value).get("_name")), blocks
 
 
 def _label_key(label: Any) -> Hashable:
-    """A column label as a key: its value if a str, int or tuple of them (MultiIndex), else its identity.
+    """A label (a series' name) as a key: its value if a str, int or tuple of them, else its identity.
 
     Only builtin values are compared, so no user ``__eq__``/``__str__`` runs.
     """
     if type(label) is tuple:
         return tuple(_label_key(part) for part in label)
-    return label if type(label) in (str, int, float, bool) else id(label)
+    return label if type(label) in (str, int, float, bool) else _Same(label)
 
 
 def _extension_fingerprint(array: Any) -> tuple[Any, ...]:
     """A pandas extension array: the buffers it holds, which a write replaces (Arrow) or changes (numpy-backed)."""
     parts = tuple(
-        (name, _array_fingerprint(part) if hasattr(part, "__array_interface__") else id(part))
+        (name, _array_fingerprint(part) if hasattr(part, "__array_interface__") else _Same(part))
         for name, part in sorted(vars(array).items())
     )
-    return id(array), len(array), parts
+    return _Same(array), parts
 
 
 def _module(kind: type) -> str:
@@ -688,11 +720,14 @@ def _cache_keys(values: list[Any], max_repr_chars: int, timeout: float) -> list[
     go on under a new one.
     """
     settings = (max_repr_chars, timeout)
+    immutable = _with_settings((), settings)  # one key for them all: identity, checked by the cache, is the rest
     keys: list[Hashable | None] = [None] * len(values)
     guarded = []
     for index, value in enumerate(values):
         kind = type(value)
-        if kind in _IMMUTABLE or kind in _SIZED_CONTAINERS or _module(kind) in _LIBRARY_FINGERPRINTS:
+        if kind in _IMMUTABLE or kind is type:
+            keys[index] = immutable
+        elif kind in _SIZED_CONTAINERS or _module(kind) in _LIBRARY_FINGERPRINTS:
             try:
                 keys[index] = _with_settings(fingerprint(value), settings)  # library code only: no time limit
             except BaseException:  # noqa: B036 -- a broken object is described again, never fatal
