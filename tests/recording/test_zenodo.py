@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from zenodo_records import published_steps
 
 from themisto.building.selection import SelectionOptions, select
 from themisto.cli import main
@@ -15,23 +16,6 @@ from themisto.exceptions import InputError, SourceError
 from themisto.kernel.outputs import render_outputs
 from themisto.recording.zenodo import import_zenodo
 from themisto.trajectory import read_trajectory, state_hash
-
-
-def published_steps(count: int) -> list[dict]:
-    """Steps as the paper describes the record: code, output, time, memory, variables, hash index."""
-    steps = []
-    for i in range(count):
-        steps.append(
-            {
-                "code": f"x = {i}\nprint(x * 2)",
-                "output": f"{i * 2}\n",
-                "execution_time": 0.25 + i,
-                "memory_bytes": 1_000_000 + i,
-                "runtime_variables": {"x": {"type": "int", "size": 28, "repr": str(i)}},
-                "hash_index": f"hash{i}",
-            }
-        )
-    return steps
 
 
 def test_json_trajectories_become_trajectory_jsonl(tmp_path: Path) -> None:

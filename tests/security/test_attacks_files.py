@@ -374,7 +374,7 @@ def test_b11_a_build_into_a_link_replaces_the_links_target_or_refuses_leaving_no
 
 
 def test_b17_import_zenodo_refuses_to_replace_a_recorded_trajectory_without_overwrite(tmp_path: Path) -> None:
-    from test_zenodo import published_steps
+    from zenodo_records import published_steps
 
     out = tmp_path / "trajectories"
     [recorded] = write_corpus(out, 1, 10)  # nb000.jsonl, as a recording left it

@@ -106,7 +106,7 @@ def test_a_damaged_parquet_file_under_show_is_one_line(
 
 
 def test_f17_a_small_zip_whose_members_inflate_past_the_total_is_refused_before_any_is_read(tmp_path: Path) -> None:
-    from test_zenodo import published_steps
+    from zenodo_records import published_steps
 
     archive = tmp_path / "bomb.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
