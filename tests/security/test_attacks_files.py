@@ -114,6 +114,7 @@ def test_output_path_that_is_a_file_is_one_line_before_any_kernel_starts(tmp_pat
     assert_one_line_error(result.stderr, "build", "is a file, not a folder")
 
 
+@pytest.mark.kernel  # a kernel would start if the check failed
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any folder")
 def test_unwritable_output_folder_is_one_line_before_any_kernel_starts(tmp_path: Path) -> None:
     mark = tmp_path / "mark"
