@@ -143,7 +143,7 @@ reference-runs: $(STAMP)
 		--license bsd-3-clause -q
 	export OMP_NUM_THREADS=$(REF_THREADS); for corpus in bundled real; do for model in $(REFRUNS_MODELS); do \
 		args=$$($(PY) -m themisto.evaluation.local_models $$model) || exit 2; \
-		$(PY) -m themisto eval --model themisto-hf-shared --model-args "$$args" --tasks themisto_bpb --limit $(REFRUNS_LIMIT) \
+		$(PY) -m themisto eval --model themisto-hf-shared --model-args "$$args" --tasks themisto_bpb $(if $(REFRUNS_LIMIT),--limit $(REFRUNS_LIMIT)) \
 			--data $(REFRUNS_DIR)/build_$$corpus --device $(REF_DEVICE) -o $(REFRUNS_DIR)/eval_$$corpus || exit 1; \
 	done; done
 	for corpus in bundled real; do \

@@ -137,7 +137,7 @@ def test_model_differences_give_the_reports_figures_under_stable_keys(two_models
         estimate, low, high = _parse_interval(row["B − A [95% CI], trajectories"])
         assert (flat[key], flat[f"{key}/low"], flat[f"{key}/high"]) == pytest.approx((-estimate, -high, -low), abs=6e-4)
         assert _p_text(flat[f"{key}/p"]) == row["p"] and flat[f"{key}/n"] == float(row["n"])
-        ranks = {"does not separate them at this n": 0.0, f"ranks {COMPRESSION} below {gpt2_name}": 1.0}
+        ranks = {"does not separate them at this n": 0.0, f"ranks {COMPRESSION} above {gpt2_name}": 1.0}
         assert flat[f"{key}/ranks"] == ranks.get(row["the benchmark"], -1.0)
     # The same run against itself: every difference 0, nothing separated.
     same = model_differences(results[COMPRESSION], results[COMPRESSION], resamples=RESAMPLES)
@@ -163,10 +163,10 @@ def test_a_model_worse_on_every_trajectory_is_ranked_and_a_small_gap_is_not(tmp_
         ranked = rows[(task, "bits_per_byte", "org/base", "org/worse")]
         estimate, low, _ = _parse_interval(ranked["B − A [95% CI], trajectories"])
         assert estimate > 0 and low > 0 and float(ranked["p"]) < 0.05
-        assert ranked["the benchmark"] == "ranks org/base below org/worse"
-        # "org/near" sorts before "org/worse": B − A is worse − near < 0, so worse is not the one ranked below.
+        assert ranked["the benchmark"] == "ranks org/base above org/worse"  # lower bits per byte: better
+        # "org/near" sorts before "org/worse": B − A is worse − near > 0, so near is the one ranked above.
         assert (
-            rows[(task, "bits_per_byte", "org/near", "org/worse")]["the benchmark"] == "ranks org/near below org/worse"
+            rows[(task, "bits_per_byte", "org/near", "org/worse")]["the benchmark"] == "ranks org/near above org/worse"
         )
         close = rows[(task, "bits_per_byte", "org/base", "org/near")]
         assert close["the benchmark"] == "does not separate them at this n"
@@ -198,7 +198,7 @@ def test_generative_metrics_are_compared_on_the_examples_both_scored(tmp_path: P
     clustered = paired_bootstrap_ci(a, b, clusters=clusters, resamples=RESAMPLES)
     assert row["B − A [95% CI], trajectories"] == _interval_text(clustered, signed=True)
     # Higher is better here: the model ranked below is the worse one.
-    assert row["the benchmark"] == "ranks org/half below org/right"
+    assert row["the benchmark"] == "ranks org/right above org/half"  # a higher chrF: better
     assert "themisto_output: org/half vs org/right: only 119 examples appear in both" in _section(markdown, "Notes")
 
 

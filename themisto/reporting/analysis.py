@@ -180,13 +180,15 @@ class ModelComparison:
 
     @property
     def verdict(self) -> str:
-        """The plain statement: which model the benchmark ranks below the other, or that it does not separate them."""
+        """The plain statement: which model the benchmark ranks above (better than) the other, or that it does not
+        separate them. Better is lower bits per byte, and a higher score of every other metric."""
         if not self.separated:
             return "does not separate them at this n"
         lower, higher = (
             (self.model_b, self.model_a) if self.figures.quoted_difference.high < 0 else (self.model_a, self.model_b)
         )
-        return f"ranks {lower} below {higher}"
+        better, worse = (lower, higher) if self.figures.metric == BPB_METRIC else (higher, lower)
+        return f"ranks {better} above {worse}"
 
 
 @dataclass(frozen=True)

@@ -372,7 +372,8 @@ def _models_compared(report: Report) -> list[str]:
         "Per example, model B's score minus model A's on the examples both scored (paired by `doc.example_id`, "
         "per task, arm and build); the mean with its 95% CI resampling examples and resampling whole "
         "trajectories, the trajectory sign-flip p and the MDE (per example where the samples name no "
-        "trajectory). The benchmark *ranks* one model below the other where the quoted interval (whole "
+        "trajectory). The benchmark *ranks* one model above the other (better: lower bits per byte, higher "
+        "generative scores) where the quoted interval (whole "
         "trajectories where known) excludes 0 and its sign-flip p is below 0.05; otherwise it does not "
         "separate them at this n.",
     ]
