@@ -12,4 +12,5 @@ report and a PNG plot; and the plain-text table of a ``themisto stability`` run.
 - :mod:`~themisto.reporting.plot`: the report as a PNG
 - :mod:`~themisto.reporting.stability_table`: the table of a ``themisto stability`` run
 - :mod:`~themisto.reporting.resampling`: the resamples and seed of a report, declared once
+- :mod:`~themisto.reporting.compact`: run folders with only what the report reads (``themisto compact``)
 """

@@ -64,7 +64,8 @@ What a prediction can reach (see also SECURITY.md):
 Modules: :mod:`~themisto.evaluation.exec.inputs` (sample logs, recorded
 steps, provenance options, the plan), :mod:`~themisto.evaluation.exec.replay`
 (scoring one trajectory), :mod:`~themisto.evaluation.exec.run` (a whole run:
-locks, threads, Ctrl-C), :mod:`~themisto.evaluation.exec.files` (what is written).
+locks, threads, Ctrl-C), :mod:`~themisto.evaluation.exec.files` (what is written),
+:mod:`~themisto.evaluation.exec.journal` (each scored step appended at once, so a killed scorer keeps it).
 The replay kernel that forks is :class:`themisto.kernel.ForkingSession`, shared with the recorder.
 """
 
