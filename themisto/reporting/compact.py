@@ -8,7 +8,7 @@ only those (and lm-eval's ``doc_hash``/``prompt_hash``/``target_hash``, so a
 reader can check a line against a rebuild), each results file without the
 samples lm-eval embeds in it, and copies ``exec_samples_*.jsonl`` unchanged,
 under the same relative paths. ``themisto report`` gives the same report on
-the copy as on the original (``tests/reporting/test_compact.py``).
+the copy as on the original (``tests/reporting/test_report_models.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from themisto.exceptions import InputError
 from themisto.filesystem import prepare_output_folder, write_atomically
 from themisto.jsonl import iter_json_objects
 from themisto.lm_eval_files import find_sample_log_files
-from themisto.reporting.samples import DOC_COLUMNS
+from themisto.reporting.samples import DOC_COLUMNS, read_json
 from themisto.vocabulary import EXEC_SAMPLES_PREFIX
 
 # The fields of a sample line kept besides its metrics (named by the line's ``metrics`` list).
@@ -47,10 +47,7 @@ def compact_sample(record: dict[str, Any]) -> dict[str, Any]:
 
 def _compact_results(source: Path, target: Path) -> None:
     """A results file without the embedded samples."""
-    try:
-        content = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{source}: cannot read JSON: {exc}") from None
+    content = read_json(source)
     if isinstance(content, dict):
         for name in DROPPED_RESULTS_FIELDS:
             content.pop(name, None)
@@ -84,8 +81,9 @@ def compact_runs(run_dirs: Sequence[Path], output: Path) -> int:
                 f"{log.path}: another run folder has a log of the same name ({target.relative_to(output)})"
             )
         written.add(target)
-        folders[log.path.parent] = target_folder
-        prepare_output_folder(target_folder)
+        if log.path.parent not in folders:  # one write probe per folder, not per log
+            prepare_output_folder(target_folder)
+            folders[log.path.parent] = target_folder
         lines = [
             json.dumps(compact_sample(record), ensure_ascii=False)
             for _, record in iter_json_objects(log.path, InputError, "sample log")

@@ -133,7 +133,7 @@ def _sample_files(run_dirs: Sequence[Path]) -> list[SampleLogFile]:
     return files
 
 
-def _read_json(path: Path) -> object:
+def read_json(path: Path) -> object:
     """A JSON file's content, or an InputError naming the file."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -151,7 +151,7 @@ def _run_info(folder: Path, stamp: str) -> tuple[str, dict[str, Any]]:
     results = folder / f"results_{stamp}.json"
     if not results.is_file():
         return folder.name, {}
-    content = _read_json(results)
+    content = read_json(results)
     if not isinstance(content, dict) or not isinstance(content.get("config"), dict):
         return folder.name, {}
     config = content["config"]
