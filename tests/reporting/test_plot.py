@@ -17,7 +17,8 @@ from sample_logs import lm_eval_likelihood_sample, lm_eval_sample, write_run
 
 from themisto.cli import main
 from themisto.reporting.analysis import Report, build_report
-from themisto.reporting.plot import report_figure
+from themisto.reporting.plot import model_colours, report_figure
+from themisto.vocabulary import BASELINES, COMPRESSION_BASELINE
 
 FAMILIES = ("themisto_output", "themisto_next_cell")
 ARMS = ("", "_runtime", "_placebo")
@@ -195,3 +196,28 @@ def test_another_suffix_or_an_unwritable_file_is_refused_before_the_bootstrap(
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.count("\n") == 1 and expected in captured.err, captured
     assert not (tmp_path / "report.jpg").exists()
+
+
+def _hue(colour: str) -> float:
+    """The hue of a ``#rrggbb`` colour, as a fraction of the colour circle."""
+    import colorsys
+
+    return colorsys.rgb_to_hsv(*(int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)))[0]
+
+
+@pytest.mark.parametrize("with_baselines", [False, True])
+def test_two_models_of_a_figure_get_hues_apart_not_two_shades_of_one(with_baselines: bool) -> None:
+    # the reference runs' two models hashed to two shades of tab20's red before; any pair of names must differ
+    names = ["SmolLM2-135M-Instruct.Q4_1", "gemma-3-270m-q4_k_m", *(f"org/model-{i}" for i in range(30))]
+    fixed = [*BASELINES, COMPRESSION_BASELINE] if with_baselines else []
+    close = []
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            colours = model_colours([first, second, *fixed])
+            hues = [_hue(colours[first]), _hue(colours[second])] + [_hue(colours[m]) for m in fixed]
+            distance = min(abs(hues[0] - hues[1]), 1 - abs(hues[0] - hues[1]))
+            if distance < 20 / 360 or any(
+                min(abs(h - o), 1 - abs(h - o)) < 20 / 360 for h in hues[:2] for o in hues[2:]
+            ):
+                close.append((first, second))
+    assert not close

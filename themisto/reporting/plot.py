@@ -65,9 +65,11 @@ _BUILD_CHARS = 60
 # The file types a figure is written as, by suffix.
 PLOT_FORMATS = {".png": "png", ".pdf": "pdf", ".svg": "svg"}
 # 38 distinguishable colours (tab20 without its greys, then tab20b): the baselines take the first ones, in a
-# fixed order; other models the rest, by a hash of the name: the more free slots, the rarer two models share one
-# and the second is moved on (which would give it another colour in a report without the first).
+# fixed order; other models the rest, by a hash of the name. A model whose colour is taken, or whose hue is
+# within _HUE_APART of a colour of the figure, is moved on to the next colour of a hue far enough from every one
+# given (which would give it another colour in a report without the first): two shades of one hue read as one.
 _PALETTES = ("tab20", "tab20b")
+_HUE_APART = 20 / 360  # of the colour circle
 _GREYS = (14, 15)  # tab20's two greys
 _FIXED_COLOURS = (*BASELINES, COMPRESSION_BASELINE)
 _ARM_ORDER = (PLAIN, RUNTIME, PLACEBO)
@@ -105,8 +107,11 @@ def task_order(task: str) -> tuple[int, str, int]:
 def model_colours(models: list[str]) -> dict[str, str]:
     """A colour per model that stays the same in every report: fixed for the baselines, from the name for others.
 
-    Two models of one figure never share a colour: one whose colour is taken gets the next free one.
+    Two models of one figure never share a colour, nor (while the palette has one left) a hue within
+    ``_HUE_APART`` of each other: such a model gets the next colour whose hue is apart from every one given.
     """
+    import colorsys
+
     from matplotlib import colormaps
 
     # the dark shades first, then the light ones, so the baselines' are far apart; no greys: the
@@ -115,17 +120,28 @@ def model_colours(models: list[str]) -> dict[str, str]:
     palette = [colormaps[_PALETTES[0]](i) for i in order if i not in _GREYS]
     palette += [colormaps[_PALETTES[1]](i) for i in order]
     hexes = ["#{:02x}{:02x}{:02x}".format(*(round(255 * c) for c in colour[:3])) for colour in palette]
+    hues = [colorsys.rgb_to_hsv(*colour[:3])[0] for colour in palette]
     free = len(hexes) - len(_FIXED_COLOURS)
     colours: dict[str, str] = {}
+    given: list[float] = []  # the hues of the colours given so far
+
+    def apart(slot: int) -> bool:
+        return all(min(abs(hues[slot] - hue), 1 - abs(hues[slot] - hue)) >= _HUE_APART for hue in given)
+
     for model in sorted(models, key=lambda m: (_base_model(m) not in _FIXED_COLOURS, m)):
         base = _base_model(model)
         if base in _FIXED_COLOURS:
             slot = _FIXED_COLOURS.index(base)
         else:
-            slot = len(_FIXED_COLOURS) + zlib.crc32(base.encode("utf-8")) % free
-        while hexes[slot] in colours.values() and len(colours) < len(hexes):
-            slot = len(_FIXED_COLOURS) + (slot - len(_FIXED_COLOURS) + 1) % free
+            start = zlib.crc32(base.encode("utf-8")) % free
+            candidates = [len(_FIXED_COLOURS) + (start + k) % free for k in range(free)]
+            # the first colour of a hue apart from every one given, else the first colour not given, else the hashed
+            slot = next(
+                (c for c in candidates if apart(c) and hexes[c] not in colours.values()),
+                next((c for c in candidates if hexes[c] not in colours.values()), candidates[0]),
+            )
         colours[model] = hexes[slot]
+        given.append(hues[slot])
     return colours
 
 
