@@ -537,8 +537,6 @@ def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any]) -> l
 # Any other object is described again at every snapshot.
 
 FINGERPRINT_ITEMS = 32
-# Packages whose objects' fingerprints run only library code (see ``fingerprint``), so need no time limit.
-_LIBRARY_FINGERPRINTS = frozenset({"numpy", "pandas", "torch"})
 FULL_HASH_BYTES = 65_536
 ARRAY_SAMPLE = 1024
 # Exact types whose description depends on their identity alone (a subclass may add mutable state).
@@ -648,24 +646,65 @@ def _module(kind: type) -> str:
     return (getattr(kind, "__module__", "") or "").split(".")[0]
 
 
+def _immutable_fingerprint(value: Any) -> tuple[()]:
+    return ()
+
+
+def _numpy_fingerprint(value: Any) -> Hashable | None:
+    return _array_fingerprint(value) if hasattr(value, "__array_interface__") else _attributes_fingerprint(value)
+
+
+def _pandas_or_attributes(value: Any) -> Hashable | None:
+    return _pandas_fingerprint(value) if hasattr(value, "_mgr") else _attributes_fingerprint(value)
+
+
+def _torch_fingerprint(value: Any) -> Hashable | None:
+    if isinstance(getattr(value, "_version", None), int):
+        return tuple(value.shape), str(value.dtype), value.data_ptr(), value._version
+    return _attributes_fingerprint(value)
+
+
+def _attributes_fingerprint(value: Any) -> Hashable | None:
+    attributes = getattr(value, "__dict__", None)
+    return _container_fingerprint(attributes) if type(attributes) is dict else None
+
+
+_LIBRARY_FINGERPRINTERS: dict[str, Callable[[Any], Hashable | None]] = {
+    "numpy": _numpy_fingerprint,
+    "pandas": _pandas_or_attributes,
+    "torch": _torch_fingerprint,
+}
+# Each type's fingerprint function and whether it may run user code (then under a time limit), found once per
+# type: the lookup is most of the cost of an unchanged value. Classes made by cells (``__main__``) are looked up
+# every time, so the table keeps none alive; it is emptied if it ever holds _FINGERPRINTER_TYPES types.
+_FINGERPRINTERS: dict[type, tuple[Callable[[Any], Hashable | None], bool]] = {}
+_FINGERPRINTER_TYPES = 4096
+
+
+def _fingerprinter(kind: type) -> tuple[Callable[[Any], Hashable | None], bool]:
+    """The fingerprint function of values of exact type ``kind``, and whether it runs user code."""
+    found = _FINGERPRINTERS.get(kind)
+    if found is not None:
+        return found
+    module = _module(kind)
+    if kind in _IMMUTABLE or issubclass(kind, type):  # a class's repr is its name
+        found = (_immutable_fingerprint, False)
+    elif kind in _SIZED_CONTAINERS:
+        found = (_container_fingerprint, False)
+    elif module in _LIBRARY_FINGERPRINTERS:  # library code only: no time limit
+        found = (_LIBRARY_FINGERPRINTERS[module], False)
+    else:
+        found = (_attributes_fingerprint, True)
+    if module != "__main__":
+        if len(_FINGERPRINTERS) >= _FINGERPRINTER_TYPES:
+            _FINGERPRINTERS.clear()
+        _FINGERPRINTERS[kind] = found
+    return found
+
+
 def fingerprint(value: Any) -> Hashable | None:
     """A cheap key that changes when ``value`` is mutated in place (within the limits above); None: no key."""
-    kind = type(value)
-    if kind in _IMMUTABLE or isinstance(value, type):  # a class's repr is its name
-        return ()
-    if kind in _SIZED_CONTAINERS:
-        return _container_fingerprint(value)
-    module = _module(kind)
-    if module == "numpy" and hasattr(value, "__array_interface__"):
-        return _array_fingerprint(value)
-    if module == "pandas" and hasattr(value, "_mgr"):
-        return _pandas_fingerprint(value)
-    if module == "torch" and isinstance(getattr(value, "_version", None), int):
-        return tuple(value.shape), str(value.dtype), value.data_ptr(), value._version
-    attributes = getattr(value, "__dict__", None)
-    if type(attributes) is dict:
-        return _container_fingerprint(attributes)
-    return None
+    return _fingerprinter(type(value))[0](value)
 
 
 def _reference(value: Any) -> Callable[[], Any]:
@@ -685,15 +724,18 @@ class DescriptionCache:
         self.described = 0  # descriptions computed (not reused) since the cache was made
         self.generation = 0  # how many times describe_all has finished
         self.reused: set[str] = set()  # names whose description the last call took from the one before
+        self._settings: tuple[int, float] | None = None  # the max_repr_chars and timeout of the entries
 
     def describe_all(
         self, variables: list[tuple[str, Any]], max_repr_chars: int, timeout: float
     ) -> list[dict[str, Any]]:
         """Describe ``variables``; the cache then holds exactly these names (deleted ones are dropped)."""
+        if (max_repr_chars, timeout) != self._settings:  # a description depends on them: none is reused
+            self._entries, self._settings = {}, (max_repr_chars, timeout)
         entries = {}
         records = []
         reused = set()
-        keys = _cache_keys([value for _, value in variables], max_repr_chars, timeout)
+        keys = _cache_keys([value for _, value in variables], timeout)
         for (name, value), key in zip(variables, keys, strict=True):
             cached = self._entries.get(name)
             if key is not None and cached is not None and cached[0]() is value and cached[1] == key:
@@ -711,46 +753,38 @@ class DescriptionCache:
         return records
 
 
-def _cache_keys(values: list[Any], max_repr_chars: int, timeout: float) -> list[Hashable | None]:
-    """Each value's fingerprint plus the settings a description depends on; None: not cacheable.
+def _cache_keys(values: list[Any], timeout: float) -> list[Hashable | None]:
+    """Each value's fingerprint; None: not cacheable.
 
     A fingerprint that may run user code (an object's ``__dict__``) runs under a time limit, one for all
     of them rather than one each, as arming one costs more than most fingerprints: when it runs out, or a
     fingerprint raises, that value gets no key (it is described again, under its own limit) and the rest
     go on under a new one.
     """
-    settings = (max_repr_chars, timeout)
-    immutable = _with_settings((), settings)  # one key for them all: identity, checked by the cache, is the rest
     keys: list[Hashable | None] = [None] * len(values)
     guarded = []
     for index, value in enumerate(values):
-        kind = type(value)
-        if kind in _IMMUTABLE or kind is type:
-            keys[index] = immutable
-        elif kind in _SIZED_CONTAINERS or _module(kind) in _LIBRARY_FINGERPRINTS:
-            try:
-                keys[index] = _with_settings(fingerprint(value), settings)  # library code only: no time limit
-            except BaseException:  # noqa: B036 -- a broken object is described again, never fatal
-                continue
-        else:
+        function, runs_user_code = _fingerprinter(type(value))
+        if runs_user_code:
             guarded.append(index)
+            continue
+        try:
+            keys[index] = function(value)
+        except BaseException:  # noqa: B036 -- a broken object is described again, never fatal
+            continue
     done = 0
     while done < len(guarded):
         try:
             with TimeLimit(timeout):
                 while done < len(guarded):
                     index = guarded[done]
-                    keys[index] = _with_settings(fingerprint(values[index]), settings)
+                    keys[index] = _attributes_fingerprint(values[index])
                     done += 1
         except BaseException:  # noqa: B036 -- user code (a __dict__ property) may raise SystemExit
             if done < len(guarded):
                 keys[guarded[done]] = None
                 done += 1
     return keys
-
-
-def _with_settings(key: Hashable | None, settings: tuple[int, float]) -> Hashable | None:
-    return None if key is None else (key, *settings)
 
 
 # The kernel's cache: one per kernel process, so a restarted kernel starts empty.

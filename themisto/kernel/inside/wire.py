@@ -54,11 +54,16 @@ class Record:
         names = {field.name for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
         if set(data) != names:
             raise WireError(f"{cls.__name__}: fields {sorted(set(data) ^ names)} missing or unexpected")
-        hints = _HINTS.get(cls) or _HINTS.setdefault(cls, typing.get_type_hints(cls))
-        return cls(**{name: _checked(hints[name], data[name], f"{cls.__name__}.{name}") for name in names})
+        checkers = _FIELD_CHECKERS.get(cls) or _FIELD_CHECKERS.setdefault(cls, _field_checkers(cls))
+        return cls(**{name: check(data[name], where) for name, (check, where) in checkers.items()})
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+# Each record class's fields: the checker of its annotation and the field's name in errors, made once per class.
+_FIELD_CHECKERS: dict[type, dict[str, tuple[Any, str]]] = {}
+
+
+def _field_checkers(cls: type) -> dict[str, tuple[Any, str]]:
+    return {name: (_checker(kind), f"{cls.__name__}.{name}") for name, kind in typing.get_type_hints(cls).items()}
 
 
 def _fields(record: Any) -> dict[str, Any]:
@@ -68,29 +73,65 @@ def _fields(record: Any) -> dict[str, Any]:
     return {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}  # type: ignore[arg-type]
 
 
-def _checked(kind: Any, value: Any, where: str) -> Any:
-    """``value`` as the annotated ``kind`` (int, float, str, bool, a Record, a list or an Optional of them)."""
+# The checker of each annotation, made once: checking a record's fields is then a call per value, not an
+# inspection of its annotation per value (a snapshot's hundreds of records, each step).
+_CHECKERS: dict[Any, Any] = {}
+
+
+def _checker(kind: Any) -> Any:
+    """A function ``(value, where) -> value`` that returns ``value`` as the annotated ``kind`` (int, float, str,
+    bool, a Record, a list or an Optional of them), or raises :class:`WireError` naming ``where``."""
+    found = _CHECKERS.get(kind)
+    if found is None:
+        found = _CHECKERS[kind] = _make_checker(kind)
+    return found
+
+
+def _make_checker(kind: Any) -> Any:
     origin, arguments = typing.get_origin(kind), typing.get_args(kind)
     if origin is typing.Union or origin is types.UnionType:
-        if value is None and type(None) in arguments:
-            return None
         (inner,) = [argument for argument in arguments if argument is not type(None)]
-        return _checked(inner, value, where)
+        check_inner, optional = _checker(inner), type(None) in arguments
+
+        def check_union(value: Any, where: str) -> Any:
+            return None if value is None and optional else check_inner(value, where)
+
+        return check_union
     if origin is list:
-        if not isinstance(value, list):
-            raise WireError(f"{where}: not a list")
-        return [_checked(arguments[0], item, where) for item in value]
+        check_item = _checker(arguments[0])
+
+        def check_list(value: Any, where: str) -> Any:
+            if not isinstance(value, list):
+                raise WireError(f"{where}: not a list")
+            return list(value) if check_item is _check_any else [check_item(item, where) for item in value]
+
+        return check_list
     if origin is dict:
-        if not isinstance(value, dict):
-            raise WireError(f"{where}: not an object")
-        return value
+
+        def check_dict(value: Any, where: str) -> Any:
+            if not isinstance(value, dict):
+                raise WireError(f"{where}: not an object")
+            return value
+
+        return check_dict
     if isinstance(kind, type) and issubclass(kind, Record):
-        return kind.from_dict(value)
-    if kind is float and type(value) in (int, float):
-        return float(value)
-    if kind is Any or type(value) is kind:
-        return value
-    raise WireError(f"{where}: {type(value).__name__}, not {getattr(kind, '__name__', kind)}")
+        return lambda value, where: kind.from_dict(value)
+    if kind is Any:
+        return _check_any
+    name = getattr(kind, "__name__", kind)
+
+    def check_exact(value: Any, where: str) -> Any:
+        if type(value) is kind:
+            return value
+        if kind is float and type(value) is int:
+            return float(value)
+        raise WireError(f"{where}: {type(value).__name__}, not {name}")
+
+    return check_exact
+
+
+def _check_any(value: Any, where: str) -> Any:
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
