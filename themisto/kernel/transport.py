@@ -41,7 +41,7 @@ from themisto.kernel.environment import (
     supervised_kernel_manager,
     undumpable,
 )
-from themisto.kernel.inside import snapshot
+from themisto.kernel.inside import snapshot, wire
 from themisto.kernel.inside.namespaces import INIT_NAME
 from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import OutputCollector
@@ -323,10 +323,10 @@ class KernelSession:
         if self.announce is None:
             return None
         try:
-            request, _, when = self.announce.read_text(encoding="utf-8").partition(" ")
-        except (OSError, ValueError):
+            record = wire.announced(self.announce.read_bytes())
+        except OSError:
             return None
-        return when if request == msg_id else None
+        return record[1] if record is not None and record[0] == msg_id else None
 
 
 def _message(channel: Any) -> dict[str, Any] | None:

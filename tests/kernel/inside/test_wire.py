@@ -121,3 +121,18 @@ def test_text_the_kernel_dropped_is_counted_as_if_the_recorder_had_dropped_it(te
         whole.dropped_chars,
         whole.dropped_trailing_newlines,
     )
+
+
+def test_an_announcement_reads_back_and_a_torn_or_foreign_one_reads_as_none() -> None:
+    old, new = wire.announcement("request-1", "1700000000.25"), wire.announcement("request-22", "done")
+    assert len(old) == len(new) == wire.ANNOUNCEMENT_BYTES  # rewritten in place, no stale tail
+    assert wire.announced(old) == ("request-1", "1700000000.25")
+    assert wire.announced(new) == ("request-22", "done")
+    # a read while the new record is half written over the old reads as no announcement, or as the old one
+    # where the bytes written so far equal it: never as a mix of the two
+    torn = [wire.announced(new[:cut] + old[cut:]) for cut in range(1, len(new))]
+    assert set(torn) == {None, ("request-1", "1700000000.25"), ("request-22", "done")}
+    assert torn.index(("request-22", "done")) >= len(new.rstrip())  # the new one only once written whole
+    assert wire.announced(b"") is None
+    assert wire.announced(b"request-1 done") is None  # the file a kernel of an older release wrote
+    assert wire.announced(wire.announcement("x" * 5000, "done"))[0] == "x" * 200  # an id is cut, never overflows

@@ -870,15 +870,12 @@ def announce_snapshot(path: str, done: bool = False) -> None:
                 stream.flush()
     kernel = _INSTALLED.get("kernel")
     request = kernel.get_parent().get("header", {}).get("msg_id", "") if kernel is not None else ""
-    text = f"{request} {'done' if done else repr(time.time())}".encode()
-    # a new file, not the old one truncated: ext4 makes a file truncated to nothing and written again reach
-    # the disk on close (its auto_da_alloc), milliseconds a step; a write cut short leaves the file missing
-    # or empty, which reads as no announcement, as a truncated one did
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    marker = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    record = _INSTALLED["wire"].announcement(request, "done" if done else repr(time.time()))
+    # rewritten in place (the wire module's announcement): a half-written record fails its check and reads as no
+    # announcement, as a missing file does; opened for each write, so no forked child inherits a descriptor of it
+    marker = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        os.write(marker, text)
+        os.pwrite(marker, record, 0)
     finally:
         os.close(marker)
 

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import types
 import typing
+import zlib
 from typing import Any, TypeVar
 
 MODULE_NAME = "_themisto_wire"
@@ -221,6 +222,32 @@ class ForkResult(Record):
     """What ``fork.run`` sends back: one result per cell of the request, in order."""
 
     children: list[ChildResult]
+
+
+# The kernel's file that says a cell has finished (``snapshot.announce_snapshot``) holds one record of this many
+# bytes, rewritten in place: no new file, no truncation, so a step costs no file-system metadata change (a new
+# file each step cost 0.1 to 0.4 ms of ext4 journal work under load).
+ANNOUNCEMENT_BYTES = 256
+_ANNOUNCED_ID_CHARS = 200
+
+
+def announcement(request: str, when: str) -> bytes:
+    """The file's record: the request's id, ``when`` (the time the cell finished, or ``done``) and a CRC-32 of
+    both, padded to :data:`ANNOUNCEMENT_BYTES`. A record read half-written fails its CRC (see ``announced``)."""
+    text = f"{request[:_ANNOUNCED_ID_CHARS]} {when[:40]}"
+    return f"{text} {zlib.crc32(text.encode('utf-8', 'replace')):08x}".encode("utf-8", "replace").ljust(
+        ANNOUNCEMENT_BYTES
+    )
+
+
+def announced(data: bytes) -> tuple[str, str] | None:
+    """The request id and ``when`` of an :func:`announcement` record; None for anything else (a torn or
+    foreign record, an empty file)."""
+    text, _, crc = data.rstrip(b" ").decode("utf-8", "replace").rpartition(" ")
+    if not text or crc != f"{zlib.crc32(text.encode('utf-8', 'replace')):08x}":
+        return None
+    request, _, when = text.partition(" ")
+    return request, when
 
 
 @dataclasses.dataclass
