@@ -95,6 +95,27 @@ def test_kernel_cannot_read_secrets_and_starts_in_workdir(tmp_path: Path, monkey
     assert Path(seen["cwd"]).resolve() == workdir.resolve()
 
 
+def test_the_snapshot_answer_skips_the_formatters_and_other_expressions_keep_them(kernel: Recorder) -> None:
+    # a formatter a cell registers for JsonText would add text/html, were the snapshot's answer formatted
+    kernel.run_cell(
+        "get_ipython().display_formatter.formatters['text/html'].for_type("
+        "type(__import__('sys').modules['_themisto_snapshot'].JsonText('')), lambda value: '<i>formatted</i>')",
+        "f",
+    )
+    kernel.run_cell(
+        "class Rich:\n    def _repr_html_(self): return '<b>rich</b>'\n    def __repr__(self): return 'Rich()'", "r"
+    )
+    text = "__import__('sys').modules['_themisto_snapshot'].JsonText('{\"x\": [1, 2]}')"
+    expressions = {"json": text, "number": "40 + 2", "rich": "Rich()", "broken": "1 / 0"}
+    answers = kernel.session.execute("", silent=True, timeout=60, user_expressions=expressions).reply["content"]
+    answers = answers["user_expressions"]
+    assert answers["json"] == {"status": "ok", "data": {"text/plain": '{"x": [1, 2]}'}, "metadata": {}}
+    assert answers["number"]["data"] == {"text/plain": "42"}
+    assert answers["rich"]["data"] == {"text/plain": "Rich()", "text/html": "<b>rich</b>"}  # formatted as ever
+    assert answers["broken"]["status"] == "error" and answers["broken"]["ename"] == "ZeroDivisionError"
+    assert kernel.run_cell("x = 1", "x").runtime[-1].name == "x"  # and the snapshot itself still arrives
+
+
 # --- faults on the shared kernel ----------------------------------------------------------
 
 

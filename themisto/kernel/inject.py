@@ -38,7 +38,7 @@ def snapshot_install_code(stream_budget: int) -> str:
     return (
         module_install_code(wire.__file__, wire.MODULE_NAME, "<themisto-wire>")
         + "\n"
-        + module_install_code(snapshot.__file__, snapshot.MODULE_NAME, "<themisto-snapshot>", after="guard_streams")
+        + module_install_code(snapshot.__file__, snapshot.MODULE_NAME, "<themisto-snapshot>", after="install")
         + "\n"
         + module_install_code(channels.__file__, channels.MODULE_NAME, "<themisto-channels>")
         + "\n"

@@ -841,7 +841,7 @@ def take(request: SnapshotRequest) -> JsonText:
     return JsonText(clean_text(result.to_json()))
 
 
-# The IPython shell, kept when the module is installed (guard_streams), so a cell that replaces
+# The IPython shell, kept when the module is installed (install), so a cell that replaces
 # IPython.get_ipython cannot hand the snapshot a namespace of its own making.
 _INSTALLED: dict[str, Any] = {}
 
@@ -915,7 +915,40 @@ def versions() -> JsonText:
     return JsonText(record.to_json())
 
 
-def guard_streams() -> None:
+def install() -> None:
+    """Once the module is in the kernel: keep the shell, guard the streams, answer the snapshot unformatted."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    # the wire's records too, so a cell that replaces the wire's entry of sys.modules changes no answer
+    _INSTALLED.update(shell=shell, kernel=getattr(shell, "kernel", None), wire=sys.modules[WIRE_MODULE])
+    guard_streams(shell)
+    answer_unformatted(shell)
+
+
+def answer_unformatted(shell: Any) -> None:
+    """Answer a ``user_expression`` whose value is a :class:`JsonText` with its text alone, without IPython's
+    display formatters.
+
+    IPython formats an expression's value with each of its dozen formatters (HTML, LaTeX, PNG...), a lookup
+    by type and attribute each, which took more of a step than the snapshot of an empty namespace; a
+    JsonText has only its plain text, so the answer is the same. Other values are formatted as before.
+    """
+    formatted = getattr(shell, "_format_user_obj", None)
+    if formatted is None:  # an IPython without it
+        return
+    formatted = getattr(formatted, "__wrapped__", formatted)  # the shell's own, under an earlier install's wrapper
+
+    def format_user_obj(value: Any) -> dict[str, Any]:
+        if type(value) is JsonText:
+            return {"status": "ok", "data": {"text/plain": value.text}, "metadata": {}}
+        return formatted(value)  # type: ignore[no-any-return]
+
+    format_user_obj.__wrapped__ = formatted  # type: ignore[attr-defined]
+    shell._format_user_obj = format_user_obj
+
+
+def guard_streams(shell: Any) -> None:
     """Start every cell with the kernel's own ``sys.stdout`` and ``sys.stderr``, whatever earlier cells did.
 
     A cell that sets ``sys.stdout = None`` otherwise breaks the kernel's own
@@ -925,11 +958,6 @@ def guard_streams() -> None:
     closed stays closed, as in Jupyter. ``sys.displayhook`` needs no guard:
     IPython sets it around every cell itself.
     """
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    # the wire's records too, so a cell that replaces the wire's entry of sys.modules changes no answer
-    _INSTALLED.update(shell=shell, kernel=getattr(shell, "kernel", None), wire=sys.modules[WIRE_MODULE])
     streams = {"stdout": sys.stdout, "stderr": sys.stderr}
 
     def restore_streams(*args: Any) -> None:
