@@ -11,7 +11,7 @@ repetitions; the run fails (exit 1) when the head's is more than ``--max-slowdow
 
 Guarded figures (``NAME`` arguments choose among them):
 
-- ``build``: CPU seconds and peak RSS of ``themisto build`` on the same synthetic
+- ``build``: wall and CPU seconds and peak memory (``ru_maxrss``, or the build's processes' PSS summed where larger) of ``themisto build`` on the same synthetic
   corpus (``--steps``, default 4,000 steps, written once by the working tree's
   generator), run in a child process in the tree measured;
 - ``snapshot``: a recorded step's p50 time over a plain execution's, 100 unchanged
@@ -44,15 +44,29 @@ PROBES = ("build", "snapshot")
 
 
 def _probe_build(corpus: Path) -> dict[str, float]:
-    """CPU seconds and peak RSS of one ``themisto build`` of ``corpus``, in a child process of its own."""
+    """Wall and CPU seconds and peak memory of one ``themisto build`` of ``corpus``, in a child process of its own.
+
+    CPU time and peak memory include a parallel build's worker process (``wait4`` and ``bench_build.TreeMemory``),
+    so a build that uses two cores is charged for both, and its wall time is guarded beside them.
+    """
+    import bench_build  # bench/ is sys.path[0]: this script's folder
+
     with tempfile.TemporaryDirectory(prefix="themisto-regression-") as out:
         command = [sys.executable, "-m", "themisto", "build", str(corpus), "-o", str(Path(out) / "build")]
+        started = time.perf_counter()
         child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage
+        memory = bench_build.TreeMemory(child.pid)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage, its waited workers' included
+        wall = time.perf_counter() - started
+        peak = max(usage.ru_maxrss * 1024, memory.stop())
         errors = child.stderr.read().decode(errors="replace") if child.stderr else ""
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError(f"themisto build failed: {errors.strip()}")
-    return {"build CPU seconds": usage.ru_utime + usage.ru_stime, "build peak RSS MiB": usage.ru_maxrss / 1024}
+    return {
+        "build wall seconds": wall,
+        "build CPU seconds": usage.ru_utime + usage.ru_stime,
+        "build peak memory MiB": peak / (1 << 20),
+    }
 
 
 def _probe_snapshot() -> dict[str, float]:
