@@ -9,6 +9,7 @@ from synthetic import synthetic_steps, write_corpus, write_steps
 
 import themisto.building.parquet
 import themisto.building.placebo
+import themisto.building.selection
 import themisto.building.tables
 from themisto.building.parquet import build_dataset
 from themisto.building.selection import SelectionOptions
@@ -62,7 +63,7 @@ def test_an_input_that_changes_during_a_two_process_build_fails_it_and_leaves_no
 ) -> None:
     steps = synthetic_steps("grows", 40)
     path = write_steps(tmp_path / "in" / "grows.jsonl", steps[:30])
-    select = themisto.building.parquet.select
+    select = themisto.building.selection.select
 
     def select_then_append(*args: object, **kwargs: object) -> object:
         chosen = select(*args, **kwargs)  # type: ignore[arg-type]
