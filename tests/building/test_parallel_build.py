@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,15 @@ def test_an_error_of_the_second_process_alone_is_the_builds_error(
     assert not (tmp_path / "out").exists()
     with pytest.raises(InputError, match="no placebo state for you"):  # one process: the same error
         build_dataset(corpus, tmp_path / "out", jobs=1)
+
+
+def test_a_second_process_that_dies_without_an_answer_fails_the_build_in_one_line(
+    corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def die(*args: object) -> None:
+        os._exit(3)  # as a process killed mid-build: no answer, no cleanup
+
+    monkeypatch.setattr(themisto.building.placebo.PlaceboStates, "choose", die)
+    with pytest.raises(RuntimeError, match=r"^the build's second process ended without an answer \(exit 3\)$"):
+        build_dataset(corpus, tmp_path / "out", jobs=2)
+    assert not (tmp_path / "out").exists()

@@ -56,6 +56,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -324,37 +325,44 @@ def _write_in_two(work: _Pass, progress: Progress | None) -> dict[tuple[str, str
         try:
             counts = work.write(first, link_out, progress)
         finally:
-            link_out.close()  # the second process stops at once if this one failed
-        answer = _read_answer(answer_in)
-    except BaseException as exc:
-        answer = _read_answer(answer_in) if not isinstance(exc, _SecondProcessError) else {}
-        child.join()
-        if "error" in answer:  # the second process failed first: that is the build's error
-            raise _second_error(answer) from exc
+            link_out.close()  # where this process failed, the second one stops at its next batch
+    except BrokenPipeError as exc:  # the second process ended first: its error is the build's
+        answer = _read_answer(answer_in, child)
+        if "error" not in answer:
+            raise
+        raise _second_error(answer) from exc
+    except BaseException:
+        child.join()  # its answer is only that the link closed
         raise
-    child.join()
+    answer = _read_answer(answer_in, child)
     if "error" in answer:
         raise _second_error(answer)
     return {**counts, **{(config, split): count for config, split, count in answer["counts"]}}
 
 
-class _SecondProcessError(RuntimeError):
-    """The second process of a build ended without an answer."""
-
-
-def _read_answer(answer: Connection) -> dict[str, Any]:
-    """The second process's answer: ``{"counts": [[config, split, rows], ...]}`` or ``{"error": ..., "message": ...}``."""
+def _read_answer(answer: Connection, child: BaseProcess) -> dict[str, Any]:
+    """The second process's answer, once it has ended: ``{"counts": [[config, split, rows], ...]}`` or
+    ``{"error": name, "message": text}``; a RuntimeError where it ended without one (killed)."""
     try:
         data: dict[str, Any] = json.loads(answer.recv_bytes())
     except EOFError:
-        raise _SecondProcessError("the build's second process ended without an answer (killed?)") from None
+        child.join()
+        data = {
+            "error": "RuntimeError",
+            "message": f"the build's second process ended without an answer (exit {child.exitcode})",
+        }
+    child.join()
     return data
 
 
 def _second_error(answer: dict[str, Any]) -> Exception:
     """The error the second process reported, as its own class where the build raises that class."""
     kind = _PASSED_ERRORS.get(answer["error"])
-    return kind(answer["message"]) if kind else RuntimeError(f"{answer['error']}: {answer['message']}")
+    if kind is not None:
+        return kind(answer["message"])
+    return RuntimeError(
+        answer["message"] if answer["error"] == "RuntimeError" else f"{answer['error']}: {answer['message']}"
+    )
 
 
 def _second_process(work: _Pass, link: Connection, answer: Connection) -> None:
