@@ -24,7 +24,10 @@ entry, while an identical rebuild keeps its names (and its cache).
 :func:`themisto.building.tables.iter_tables` whose Arrow tables of all thirteen
 splits stream straight into ``pyarrow`` Parquet writers with the configs' own
 schemas (``load_dataset`` sees the same features), in row groups of a fixed
-number of rows.
+number of rows. With ``jobs=2`` that pass runs twice at once, in this process
+and a forked one, each rendering and writing only its own configs (the placebo
+arms in the second); each split's writer gets the tables a single pass gives
+it, so the files are the same bytes (``tests/building/test_parallel_build.py``).
 
 A build is atomic: it is written into a staging folder next to the output
 folder and swapped in with one ``renameat2(RENAME_EXCHANGE)``, so a build
