@@ -176,7 +176,7 @@ def run(quick: bool = False) -> list[dict]:
         },
         {
             "benchmark": "build",
-            "measure": f"themisto build peak RSS, {large:,} steps",
+            "measure": f"themisto build peak memory (ru_maxrss, or its processes' PSS summed), {large:,} steps",
             "target": f"<= {RSS_TARGET_BYTES / mib:.0f} MiB",
             "value": f"{ten.peak_rss / mib:.0f} MiB ({small:,} steps: {one.peak_rss / mib:.0f} MiB)",
             "passed": ten.peak_rss <= RSS_TARGET_BYTES,
