@@ -253,17 +253,18 @@ def test_rebuilding_with_the_options_of_the_card_gives_identical_bytes(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("jobs", [1, 2])  # one process, and two as `themisto build` runs on two cores
 @pytest.mark.parametrize(
     ("build", "trajectories"), [("hf_dataset", "data/trajectories"), ("hf_dataset_real", "data/real_trajectories")]
 )
 def test_the_committed_build_is_reproduced_from_the_committed_trajectories(
-    tmp_path: Path, build: str, trajectories: str
+    tmp_path: Path, build: str, trajectories: str, jobs: int
 ) -> None:
     committed, sources = REPOSITORY / build, REPOSITORY / trajectories
     if not (committed / "README.md").is_file():
         pytest.skip(f"no committed build yet: themisto build {trajectories} -o {build}")
     selection, render, license_id = read_build_options(committed)
-    build_dataset(trajectory_files([sources]), tmp_path / "again", selection, render, license_id)
+    build_dataset(trajectory_files([sources]), tmp_path / "again", selection, render, license_id, jobs=jobs)
     assert_same_files(committed, tmp_path / "again")
 
 

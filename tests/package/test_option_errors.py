@@ -231,7 +231,7 @@ def test_build_flags_keep_their_names_and_set_their_options() -> None:
     for flag, (value, _, _) in BUILD_FLAGS.items():
         argv += [flag] if value is None else [flag, value]
     args = build_parser().parse_args(argv)
-    assert set(args.option_flags.values()) == {*BUILD_FLAGS, "--help", "--output", "--license", "--quiet"}
+    assert set(args.option_flags.values()) == {*BUILD_FLAGS, "--help", "--output", "--license", "--jobs", "--quiet"}
     selection = SelectionOptions(**declared_values(args, SelectionOptions))
     render = RenderOptions(**declared_values(args, RenderOptions))
     for flag, (_, name, expected) in BUILD_FLAGS.items():
@@ -247,7 +247,7 @@ def test_the_card_and_the_protocol_name_build_options_by_their_flags() -> None:
     assert card - {"--runs"} <= flags  # --runs: the card's advice to run `themisto stability`
     protocol = (REPOSITORY / "docs" / "protocol.md").read_text(encoding="utf-8")
     synopsis = protocol.split("## Build the dataset", 1)[1].split("```")[1]  # its usage block
-    assert set(FLAG.findall(synopsis)) == flags | {"--license"}
+    assert set(FLAG.findall(synopsis)) == flags | {"--license", "--jobs"}  # neither changes what a build holds
 
 
 def test_sizes_have_one_reading_each() -> None:

@@ -17,3 +17,13 @@ by ``datasets.load_dataset(folder, config)``.
 - :mod:`~themisto.building.lookup`: one example pair, as ``themisto show`` prints it
 - :mod:`~themisto.building.publish`: the upload of a build to the Hugging Face Hub
 """
+
+import os
+
+# The process counts a build runs in: one, or two that split its configs (themisto.building.parquet).
+BUILD_JOBS = (1, 2)
+
+
+def default_build_jobs() -> int:
+    """Two processes where this process may run on two cores or more (a build's fastest), else one."""
+    return 2 if len(os.sched_getaffinity(0)) >= 2 else 1

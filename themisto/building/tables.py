@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,6 +36,8 @@ from themisto.building.selection import Selection, SelectionOptions
 from themisto.exceptions import InputError
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
 from themisto.vocabulary import (
+    ARM_SUFFIXES,
+    CONFIG_NAMES,
     PLACEBO_OF_COLUMN,
     PLACEBO_SUFFIX,
     RUNTIME_ONLY_COLUMN,
@@ -43,6 +46,7 @@ from themisto.vocabulary import (
     TASKS,
     TRAJECTORIES,
     TRAJECTORY_SPLIT,
+    arm_of,
     task_of_config,
 )
 
@@ -150,8 +154,18 @@ class TablePiece(NamedTuple):
 class _TaskColumns:
     """The columns of one batch of task examples, shared by the six task configs."""
 
-    def __init__(self, render: RenderOptions, splits: SplitIds, duplicates: dict[tuple[str, str], Duplicates]) -> None:
+    def __init__(
+        self,
+        render: RenderOptions,
+        splits: SplitIds,
+        duplicates: dict[tuple[str, str], Duplicates],
+        arms: frozenset[str] = frozenset(ARM_SUFFIXES),
+    ) -> None:
         self.render = render
+        # the arms (ARM_SUFFIXES) whose columns are built; without the plain and runtime arms the prompt pairs
+        # are not rendered, and runtime_only comes from the process that renders them (see iter_tables)
+        self.arms = arms
+        self.pairs = bool(arms & {"", RUNTIME_SUFFIX})
         self.splits = splits
         self.duplicates = duplicates  # per (task, split), kept across batches
         self.example_ids: list[str] = []
@@ -201,14 +215,18 @@ class _TaskColumns:
         """
         examples = [context.example(task) for task in TASKS]
         head = prompt_head(examples[0])
-        pairs = render_pairs(examples, self.render, head)
-        # the same examples holding the placebo state: rendered alike, they differ from the runtime prompt
-        # in the block alone
-        placebos = render_pairs([_with_state(e, placebo) for e in examples], self.render, head) if placebo else pairs
-        self.placebo_runtime.append(placebo.rows if placebo else runtime_rows)
-        self.placebo_memory.append(placebo.memory_bytes if placebo else examples[0].memory_bytes_before)
-        self.placebo_execution.append(placebo.execution_time if placebo else examples[0].execution_time_before)
-        self.placebo_of.append(placebo.example_id if placebo else None)
+        # the placebo examples hold the placebo state: rendered alike, they differ from the runtime prompt in the
+        # block alone; without a placebo state the placebo block is the true one
+        pairs = render_pairs(examples, self.render, head) if self.pairs or not placebo else None
+        placebos = None
+        if PLACEBO_SUFFIX in self.arms:
+            placebos = (
+                render_pairs([_with_state(e, placebo) for e in examples], self.render, head) if placebo else pairs
+            )
+            self.placebo_runtime.append(placebo.rows if placebo else runtime_rows)
+            self.placebo_memory.append(placebo.memory_bytes if placebo else examples[0].memory_bytes_before)
+            self.placebo_execution.append(placebo.execution_time if placebo else examples[0].execution_time_before)
+            self.placebo_of.append(placebo.example_id if placebo else None)
         step = context.step
         self.example_ids.append(context.example_id)
         self.trajectory_ids.append(step.trajectory_id)
@@ -223,19 +241,23 @@ class _TaskColumns:
         self.target_is_error.append(examples[0].target_is_error)
         self.output_kinds.append(examples[0].output_kind)
         self.step_kinds.append(examples[0].step_kind)
-        for example, pair, placebo_pair in zip(examples, pairs, placebos, strict=True):
+        for index, example in enumerate(examples):
             self.stable[example.task].append(example.stable)
             columns = self.by_task[example.task]
             columns["code"].append(example.code)
             columns["target"].append(example.target)
-            columns["runtime_text"].append(pair.runtime_text)
-            columns["plain"].append(pair.without_runtime)
-            columns["with_runtime"].append(pair.with_runtime)
-            columns["placebo_text"].append(placebo_pair.runtime_text)
-            columns["with_placebo"].append(placebo_pair.with_runtime)
-            self.runtime_only[example.task].append(
-                runtime_only(example.target, pair.runtime_text, pair.without_runtime)
-            )
+            if self.pairs:
+                assert pairs is not None  # rendered above
+                pair = pairs[index]
+                columns["runtime_text"].append(pair.runtime_text)
+                columns["plain"].append(pair.without_runtime)
+                columns["with_runtime"].append(pair.with_runtime)
+                self.runtime_only[example.task].append(
+                    runtime_only(example.target, pair.runtime_text, pair.without_runtime)
+                )
+            if placebos is not None:
+                columns["placebo_text"].append(placebos[index].runtime_text)
+                columns["with_placebo"].append(placebos[index].with_runtime)
             for split, ids in self.splits[example.task].items():
                 earlier = None
                 if example.example_id in ids:
@@ -266,45 +288,52 @@ class _TaskColumns:
             "output_kind": pa.array(self.output_kinds, pa.string()),
             "step_kind": pa.array(self.step_kinds, pa.string()),
         }
-        # the configs without runtime carry an empty state, no memory, no timing and no runtime block
-        without_runtime = {
-            "runtime": pa.array([[]] * count, runtime_type),
-            "memory_bytes_before": pa.nulls(count, pa.int64()),
-            "execution_time_before": pa.nulls(count, pa.float64()),
-            "runtime_text": pa.array([""] * count, pa.string()),
-        }
-        with_runtime = {
-            "runtime": pa.array(self.runtime, runtime_type),
-            "memory_bytes_before": pa.array(self.memory_before, pa.int64()),
-            "execution_time_before": pa.array(self.execution_before, pa.float64()),
-        }
-        with_placebo = {
-            "runtime": pa.array(self.placebo_runtime, runtime_type),
-            "memory_bytes_before": pa.array(self.placebo_memory, pa.int64()),
-            "execution_time_before": pa.array(self.placebo_execution, pa.float64()),
-            PLACEBO_OF_COLUMN: pa.array(self.placebo_of, pa.string()),
-        }
+        # the configs without runtime carry an empty state, no memory, no timing and no runtime block; each arm's
+        # columns are built only where the arm is
         no_placebo = {PLACEBO_OF_COLUMN: pa.nulls(count, pa.string())}
+        without_runtime = with_runtime = with_placebo = {}
+        if "" in self.arms:
+            without_runtime = {
+                "runtime": pa.array([[]] * count, runtime_type),
+                "memory_bytes_before": pa.nulls(count, pa.int64()),
+                "execution_time_before": pa.nulls(count, pa.float64()),
+                "runtime_text": pa.array([""] * count, pa.string()),
+            }
+        if RUNTIME_SUFFIX in self.arms:
+            with_runtime = {
+                "runtime": pa.array(self.runtime, runtime_type),
+                "memory_bytes_before": pa.array(self.memory_before, pa.int64()),
+                "execution_time_before": pa.array(self.execution_before, pa.float64()),
+            }
+        if PLACEBO_SUFFIX in self.arms:
+            with_placebo = {
+                "runtime": pa.array(self.placebo_runtime, runtime_type),
+                "memory_bytes_before": pa.array(self.placebo_memory, pa.int64()),
+                "execution_time_before": pa.array(self.placebo_execution, pa.float64()),
+                PLACEBO_OF_COLUMN: pa.array(self.placebo_of, pa.string()),
+            }
         tables = {}
         for task, columns in self.by_task.items():
             per_task = {name: pa.array(columns[name], pa.string()) for name in ("code", "target")}
             per_task["stable"] = pa.array(self.stable[task], pa.bool_())
             per_task["duplicate_of"] = pa.array(self.duplicate_of[task]["full"], pa.string())
             per_task[RUNTIME_ONLY_COLUMN] = pa.array(self.runtime_only[task], pa.bool_())
-            arms = {
-                task: {**without_runtime, **no_placebo, "prompt": pa.array(columns["plain"], pa.string())},
-                task + RUNTIME_SUFFIX: {
+            arms: dict[str, dict[str, pa.Array]] = {}
+            if "" in self.arms:
+                arms[task] = {**without_runtime, **no_placebo, "prompt": pa.array(columns["plain"], pa.string())}
+            if RUNTIME_SUFFIX in self.arms:
+                arms[task + RUNTIME_SUFFIX] = {
                     **with_runtime,
                     **no_placebo,
                     "runtime_text": pa.array(columns["runtime_text"], pa.string()),
                     "prompt": pa.array(columns["with_runtime"], pa.string()),
-                },
-                task + PLACEBO_SUFFIX: {
+                }
+            if PLACEBO_SUFFIX in self.arms:
+                arms[task + PLACEBO_SUFFIX] = {
                     **with_placebo,
                     "runtime_text": pa.array(columns["placebo_text"], pa.string()),
                     "prompt": pa.array(columns["with_placebo"], pa.string()),
-                },
-            }
+                }
             for config, own in arms.items():
                 table = {**shared, **per_task, **own}
                 tables[config] = pa.Table.from_pydict({name: table[name] for name in schema.names}, schema=schema)
@@ -323,47 +352,87 @@ def _with_state(example: Example, state: KernelState) -> Example:
 
 
 def iter_tables(
-    paths: Sequence[Path], chosen: Selection, selection: SelectionOptions, render: RenderOptions
+    paths: Sequence[Path],
+    chosen: Selection,
+    selection: SelectionOptions,
+    render: RenderOptions,
+    configs: Collection[str] = CONFIG_NAMES,
+    link: Connection | None = None,
 ) -> Iterator[TablePiece]:
-    """Every config and split of a build as table pieces, in trajectory order, in one pass.
+    """The configs ``configs`` (every one by default) of a build as table pieces, in trajectory order, in one pass.
 
     ``chosen`` is the outcome of :func:`themisto.building.selection.select` over the same ``paths``
     with ``selection``, whose history budget and masking the examples follow and whose seed draws the
-    placebo states.
+    placebo states. Every config's pieces are those a pass over all configs yields, whatever ``configs``
+    holds, so two processes can each write some of the configs of one build (``themisto build --jobs``).
+    Each task config has the ``runtime_only`` column, which needs the runtime blocks: a pass whose configs
+    lack the plain and runtime arms receives it, batch after batch, over ``link`` from a pass that has
+    them, which sends it there.
     """
+    arms = frozenset(arm_of(config) for config in configs if config != TRAJECTORIES)
     splits: SplitIds = {
         task: {"test": set(chosen.tasks[task].test), "full": set(chosen.tasks[task].full)} for task in TASKS
     }
     eligible = set().union(*(ids["full"] for ids in splits.values()))
     duplicates = {(task, split): Duplicates() for task in TASKS for split in SPLITS}
     steps: list[dict[str, Any]] = []
-    examples = _TaskColumns(render, splits, duplicates)
-    placebos = PlaceboStates(selection.seed, render.max_runtime_chars)
-    previous: dict[str, Any] | None = None  # the trajectory row of the previous step
+    examples = _TaskColumns(render, splits, duplicates, arms)
+    if not examples.pairs and link is None:
+        raise ValueError("a pass without the plain and runtime arms needs the link that sends their runtime_only")
+    placebos = PlaceboStates(selection.seed, render.max_runtime_chars) if PLACEBO_SUFFIX in arms else None
+    rows = TRAJECTORIES in configs
+    before: list[dict[str, Any]] = []  # the previous step's snapshot as variable rows
     count = 0
     contexts = iter_contexts(paths, selection)
     for count, context in enumerate(contexts, 1):  # noqa: B007 (read after the loop)
-        row = trajectory_row(context.step)
-        # the state before the step is the previous step's snapshot, already converted for its own row
-        before = previous["runtime"] if context.before is not None and previous is not None else []
-        state = state_before(context, before)
-        if context.example_id in eligible:
-            examples.add(context, before, placebos.choose(context, state))
-        placebos.add(state)
-        steps.append(row)
-        previous = row
-        if len(steps) == BATCH_ROWS:
-            yield from _pieces(steps, examples, splits)
-            steps, examples = [], _TaskColumns(render, splits, duplicates)
-    if steps:
-        yield from _pieces(steps, examples, splits)
+        # the state before the step is the previous step's snapshot, converted for that step's row
+        if context.before is None:
+            before = []
+        if placebos is not None:
+            state = state_before(context, before)
+            if context.example_id in eligible:
+                examples.add(context, before, placebos.choose(context, state))
+            placebos.add(state)
+        elif context.example_id in eligible:
+            examples.add(context, before, None)
+        if rows:
+            row = trajectory_row(context.step)
+            steps.append(row)
+            before = row["runtime"]
+        else:
+            before = [variable_row(v) for v in context.step.runtime]
+        if count % BATCH_ROWS == 0:
+            yield from _pieces(steps, examples, splits, configs, link)
+            steps, examples = [], _TaskColumns(render, splits, duplicates, arms)
+    if count % BATCH_ROWS:
+        yield from _pieces(steps, examples, splits, configs, link)
     if count != chosen.steps:
         # e.g. a recording still appending to a file: the selection no longer describes the input
         raise InputError(f"the trajectories changed during the build ({chosen.steps} steps, then {count}); build again")
 
 
-def _pieces(steps: list[dict[str, Any]], examples: _TaskColumns, splits: SplitIds) -> Iterator[TablePiece]:
-    yield TablePiece(TRAJECTORIES, TRAJECTORY_SPLIT, pa.Table.from_pylist(steps, schema=_TRAJECTORY_SCHEMA))
+def _exchange_runtime_only(examples: _TaskColumns, link: Connection) -> None:
+    """Send a batch's ``runtime_only`` column over ``link``, or receive it where the batch has no prompt pairs."""
+    if examples.pairs:
+        link.send_bytes(json.dumps([examples.example_ids[:1], examples.runtime_only]).encode())
+        return
+    first, runtime_only = json.loads(link.recv_bytes())
+    if first != examples.example_ids[:1] or any(len(runtime_only[task]) != len(examples) for task in TASKS):
+        raise RuntimeError("the build's two passes disagree on a batch's examples")
+    examples.runtime_only = runtime_only
+
+
+def _pieces(
+    steps: list[dict[str, Any]],
+    examples: _TaskColumns,
+    splits: SplitIds,
+    configs: Collection[str],
+    link: Connection | None,
+) -> Iterator[TablePiece]:
+    if TRAJECTORIES in configs:
+        yield TablePiece(TRAJECTORIES, TRAJECTORY_SPLIT, pa.Table.from_pylist(steps, schema=_TRAJECTORY_SCHEMA))
+    if link is not None:
+        _exchange_runtime_only(examples, link)
     if not len(examples):
         return
     ids = examples.example_ids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from themisto.building import BUILD_JOBS, default_build_jobs
 from themisto.building.prompts import RenderOptions
 from themisto.building.selection import SelectionOptions
 from themisto.cli.options import ProgressBars, add_quiet_argument
@@ -23,6 +24,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_declared_arguments(parser, SelectionOptions)
     add_declared_arguments(parser, RenderOptions)
     parser.add_argument("--license", default="apache-2.0", help="license id written to the card (default: %(default)s)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        choices=BUILD_JOBS,
+        default=default_build_jobs(),
+        metavar="N",
+        help="processes the build runs in: 1, or 2, which write the placebo configs beside the others (the same"
+        " bytes); default: %(default)s, 2 where this process may use two cores or more",
+    )
     add_quiet_argument(parser)
     parser.set_defaults(func=run)
 
@@ -39,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     render = RenderOptions(**declared_values(args, RenderOptions))
     with ProgressBars(args.quiet, units={"select": "trajectory"}) as bars:  # select reads whole trajectories
         summary = build_dataset(
-            trajectory_files(args.trajectories), args.output, selection, render, args.license, progress=bars
+            trajectory_files(args.trajectories), args.output, selection, render, args.license, bars, args.jobs
         )
     print(f"built {args.output} from {summary.selection.trajectories} trajectories ({summary.selection.steps} steps)")
     if summary.selection.skipped:

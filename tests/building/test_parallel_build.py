@@ -1,0 +1,104 @@
+"""A build in two processes (``jobs=2``, ``themisto build --jobs 2``) writes the bytes of a build in one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from synthetic import synthetic_steps, write_corpus, write_steps
+
+import themisto.building.parquet
+import themisto.building.placebo
+import themisto.building.selection
+import themisto.building.tables
+from themisto.building.parquet import build_dataset
+from themisto.building.selection import SelectionOptions
+from themisto.cli import main
+from themisto.exceptions import InputError, OptionError
+from themisto.vocabulary import CONFIG_NAMES, PLACEBO_SUFFIX
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    # errors (10%), restarts (3%) and a namespace that changes: placebo states within and across trajectories
+    return write_corpus(tmp_path_factory.mktemp("trajectories"), trajectories=4, steps_each=150)
+
+
+@pytest.mark.parametrize("batch_rows", [1000, 64])
+def test_two_processes_write_the_bytes_of_one(
+    corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int
+) -> None:
+    # 64-step batches: many runtime_only batches cross the pipe, and row groups end mid-trajectory
+    monkeypatch.setattr(themisto.building.tables, "BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(themisto.building.parquet, "BATCH_ROWS", batch_rows)
+    options = SelectionOptions(sample="all", include_errors=True, max_context_chars=600)
+    one = build_dataset(corpus, tmp_path / "one", options, jobs=1)
+    two = build_dataset(corpus, tmp_path / "two", options, jobs=2)
+    assert two.rows == one.rows and two.files == one.files
+    files = _files(tmp_path / "one")
+    assert files == _files(tmp_path / "two")
+    # every config is there, the placebo ones (written by the second process) included, with rows
+    assert {name.split("/")[0] for name in files if name.endswith(".parquet")} == set(CONFIG_NAMES)
+    assert all(one.rows[config]["full"] > 0 for config in CONFIG_NAMES if config.endswith(PLACEBO_SUFFIX))
+
+
+def test_cli_jobs_2_writes_the_bytes_of_jobs_1_and_takes_no_other_count(corpus: list[Path], tmp_path: Path) -> None:
+    folder = str(corpus[0].parent)
+    for jobs in ("1", "2"):
+        assert main(["build", folder, "-o", str(tmp_path / jobs), "--jobs", jobs, "-q"]) == 0
+    assert _files(tmp_path / "1") == _files(tmp_path / "2")
+    with pytest.raises(SystemExit):
+        main(["build", folder, "-o", str(tmp_path / "3"), "--jobs", "3"])
+    with pytest.raises(OptionError, match="jobs=3"):
+        build_dataset(corpus, tmp_path / "3", jobs=3)
+    assert not (tmp_path / "3").exists()
+
+
+def test_an_input_that_changes_during_a_two_process_build_fails_it_and_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = synthetic_steps("grows", 40)
+    path = write_steps(tmp_path / "in" / "grows.jsonl", steps[:30])
+    select = themisto.building.selection.select
+
+    def select_then_append(*args: object, **kwargs: object) -> object:
+        chosen = select(*args, **kwargs)  # type: ignore[arg-type]
+        write_steps(path, steps)  # a recording still appending: both processes read 40 steps, not 30
+        return chosen
+
+    monkeypatch.setattr(themisto.building.parquet, "select", select_then_append)
+    with pytest.raises(InputError, match="changed during the build"):
+        build_dataset([path], tmp_path / "out", SelectionOptions(sample="all"), jobs=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]  # no output, no staging folder left
+
+
+def test_an_error_of_the_second_process_alone_is_the_builds_error(
+    corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # only the second process chooses placebo states (the forked child inherits this patch)
+    def fail(*args: object) -> None:
+        raise InputError("no placebo state for you")
+
+    monkeypatch.setattr(themisto.building.placebo.PlaceboStates, "choose", fail)
+    with pytest.raises(InputError, match="no placebo state for you"):
+        build_dataset(corpus, tmp_path / "out", jobs=2)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(InputError, match="no placebo state for you"):  # one process: the same error
+        build_dataset(corpus, tmp_path / "out", jobs=1)
+
+
+def test_a_second_process_that_dies_without_an_answer_fails_the_build_in_one_line(
+    corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def die(*args: object) -> None:
+        os._exit(3)  # as a process killed mid-build: no answer, no cleanup
+
+    monkeypatch.setattr(themisto.building.placebo.PlaceboStates, "choose", die)
+    with pytest.raises(RuntimeError, match=r"^the build's second process ended without an answer \(exit 3\)$"):
+        build_dataset(corpus, tmp_path / "out", jobs=2)
+    assert not (tmp_path / "out").exists()
