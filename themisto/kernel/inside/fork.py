@@ -747,12 +747,17 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float, el
     An outcome counts only once the child has answered the acknowledgement the parent sent on reading it:
     the runner answers and goes on to the snapshot, while code that wrote an outcome into the pipe and ended
     its process (or wrote a snapshot straight after) does not. The cell's time is at most what the parent saw.
+    A child that could not get ready (its copy, its confinement, its init) says why in a lone ``fault`` frame,
+    which fails the cell as ``exited`` would.
     """
+    wire = _BOUND["wire"]
     if len(frames) < 2:
         if timed_out:
             return _frame("timeout", "TimeoutError", f"cell did not finish within {timeout:g} s")
+        with contextlib.suppress(wire.WireError):
+            if frames and (claimed := wire.ChildResult.from_json(frames[0])).status == "fault":
+                return _frame("fault", claimed.ename, claimed.evalue)
         return _frame("exited", "ChildProcessError", f"the cell ended its process ({_exit_description(status)})")
-    wire = _BOUND["wire"]
     try:
         outcome: ChildResult = wire.ChildResult.from_json(frames[0])
     except wire.WireError:
