@@ -302,14 +302,6 @@ class Recorder:
         if execution.broken:
             self.restart()
             return Snapshot([], error="the kernel stopped while taking the snapshot")
-        return self.read_snapshot(execution)
-
-    def snapshot_expression(self) -> str:
-        """The user expression, named ``snapshot``, of a snapshot of the namespace (as :meth:`take_snapshot`'s)."""
-        return self._expression()
-
-    def read_snapshot(self, execution: Execution) -> Snapshot:
-        """The snapshot ``execution`` evaluated as its ``snapshot`` user expression (an error where it did not)."""
         return self._snapshots.read(execution, self.next_step) or Snapshot([], error="the snapshot was not evaluated")
 
     def request(self, user_expressions: dict[str, str], timeout: float) -> Execution:
