@@ -805,7 +805,8 @@ _BOUND: dict[str, Any] = {}
 
 def bind() -> None:
     """Take the snapshot's ``take`` and ``JsonText``, Landlock's ``confine`` and ``runtime_readable``, seccomp's
-    ``confine``, the namespaces' ``enter`` and ``contain`` and the wire's records from their installed modules."""
+    ``confine``, the namespaces' ``enter`` and ``contain`` and the wire's records from their installed modules;
+    build the children's seccomp filter and read the last capability's number."""
     snapshot = sys.modules[SNAPSHOT_MODULE]
     _BOUND.update(
         take=snapshot.take,
@@ -818,6 +819,10 @@ def bind() -> None:
         namespaces=sys.modules[NAMESPACES_MODULE].enter,
         contain=sys.modules[NAMESPACES_MODULE].contain,
     )
+    # what every confined child needs, found once here rather than in each child (which says why it cannot)
+    with contextlib.suppress(OSError):
+        sys.modules[SECCOMP_MODULE].compiled(unix_sockets=False, other_processes=False)
+        sys.modules[NAMESPACES_MODULE].last_capability()
 
 
 def run(request: ForkRequest) -> Any:

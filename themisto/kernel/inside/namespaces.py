@@ -218,13 +218,19 @@ class _CapabilityData(ctypes.Structure):
 def drop_capabilities(libc: ctypes.CDLL | None = None) -> None:
     """Empty every capability set of this process, the bounding set first (which needs CAP_SETPCAP)."""
     libc = libc or _libc()
-    with open(_LAST_CAPABILITY, encoding="ascii") as handle:
-        last = int(handle.read())
-    for capability in range(last + 1):
+    for capability in range(last_capability() + 1):
         _check(libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0), f"dropping capability {capability}")
     _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing the ambient capabilities")
     data = (_CapabilityData * 2)()  # version 3: two 32-bit halves, all zero
     _check(libc.capset(ctypes.byref(_CapabilityHeader(_CAPABILITY_VERSION_3, 0)), data), "capset")
+
+
+@cache
+def last_capability() -> int:
+    """The highest capability number of this system's kernel (read once per process: a kernel reads it before it
+    forks its children)."""
+    with open(_LAST_CAPABILITY, encoding="ascii") as handle:
+        return int(handle.read())
 
 
 @cache
