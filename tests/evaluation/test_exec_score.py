@@ -20,7 +20,9 @@ from themisto.cli import main
 from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
 from themisto.evaluation.exec.replay import parse_outcome
 from themisto.evaluation.metrics import exact_match
+from themisto.kernel.environment import FORK_ABI
 from themisto.kernel.forking import ForkingSession, state_key
+from themisto.kernel.inside import landlock
 from themisto.kernel.inside.wire import ForkResult
 from themisto.kernel.recorder import Recorder
 from themisto.recording.options import RecordOptions
@@ -528,3 +530,38 @@ def test_a_trajectory_that_fails_ends_alone_and_keeps_what_it_scored(
     assert "| a | themisto_next_cell | 1 | 0 | 0 | 1.000" in out
     assert sorted(_lines(run_dir, "a", NEXT_CELL_TASK)) == [1]
     assert [line["exec_match"] for line in _lines(run_dir, "b", NEXT_CELL_TASK).values()] == [1, 1]
+
+
+# In a forked child: its PID namespace's init (the process whose parent is its own, pid 1 there), described by
+# its name and resident memory, and whether it still runs once the child has stopped. /proc is the box's.
+FIND_THE_INIT = """
+import os
+def fields(pid):
+    lines = open(f'/proc/{pid}/status').read().splitlines()
+    return {line.split(':')[0]: line.split(':', 1)[1].split() for line in lines if ':' in line}
+mine = fields('self')
+inits = [
+    pid for pid in filter(str.isdigit, os.listdir('/proc'))
+    if (found := fields(pid))['PPid'] == mine['PPid'] and found['NSpid'][-1] == '1'
+]
+(init,) = inits
+print(open(f'/proc/{init}/comm').read().strip(), int(fields(init)['VmRSS'][0]) < 20_000, init)
+print(int(mine['VmRSS'][0]) > 150_000)
+"""
+
+
+@pytest.mark.skipif(landlock.abi_version() < FORK_ABI, reason="a confined child needs Landlock ABI 6")
+def test_a_predictions_init_is_no_copy_of_the_kernel_and_ends_with_it(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "scratch").mkdir()
+    with ForkingSession("t", tmp_path / "work", RecordOptions(timeout=60), tmp_path / "scratch") as session:
+        session.run_cell("big = b'x' * (200 * 2**20)", "c")  # a kernel of over 200 MB resident
+        results = session.fork_run([FIND_THE_INIT])
+        assert results is not None and results[0].status == "ok", results
+        text = "".join(message["content"]["text"] for message in results[0].messages)
+        name, small, init = text.splitlines()[0].split()
+        # the init is cat (posix_spawn: no copy of the kernel's 200 MB), the process that ran the cell is one
+        assert (name, small, text.splitlines()[1]) == ("cat", "True", "True")
+        # once the child is killed its init ends (and with it its namespace); the box's /proc no longer has it
+        probe = f"import os, time\nfor _ in range(100):\n    if not os.path.exists('/proc/{init}/comm'): break\n    time.sleep(0.05)\nprint(os.path.exists('/proc/{init}/comm'))"
+        assert session.run_cell(probe, "d").output == "False"

@@ -178,6 +178,8 @@ class ForkingSession:
             return "the replay's working folder"
         if checkpoint.namespace is None:
             return None
+        # a request of its own, not an expression of the fork request: a request a child sent the kernel's shell
+        # channel (unconfined) runs before it, so its change is seen (test_attacks_exec.py, E3)
         now = self.recorder.take_snapshot()
         if now.error is not None or state_key(now.variables) != state_key(list(checkpoint.namespace.values())):
             return "the replay's namespace"

@@ -57,9 +57,11 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    forked before the first cell runs (so no child is a copy of a kernel that
    holds another child's result, the reference's among them), cells run one
    at a time, and killed children are reaped (and their folders deleted) once
-   all cells of the request have run: an exit costs tens of milliseconds for
-   a kernel that loaded pandas and scikit-learn (about 1,400 memory mappings
-   to unmap), and overlaps the next cells instead of adding to them.
+   all cells of the request have run, or, those still exiting then, at the
+   start of the next request: an exit costs tens of milliseconds for a kernel
+   that loaded pandas and scikit-learn (about 1,400 memory mappings to unmap),
+   and overlaps the next cells, the scorer's comparisons and the replay's own
+   cell instead of adding to them.
 
 Each frame is one line of JSON; together they make a
 :class:`~themisto.kernel.inside.wire.ChildResult`. What the frames say is the
@@ -397,10 +399,10 @@ def _child(
             readable = [*_BOUND["readable"](), *filter(None, map(os.environ.get, ALSO_READABLE))]
             _BOUND["confine"]([folder, *ALSO_WRITABLE], readable=readable, allow_network=False, scope=True)
             _BOUND["seccomp"](unix_sockets=False, other_processes=False)
+            _BOUND["contain"]()  # returns in the PID namespace's process that runs the cell
         except OSError as exc:
             write(_frame("fault", "OSError", f"cannot confine the prediction: {exc}").to_json())
             return
-        _BOUND["contain"]()  # returns in the PID namespace's process that runs the cell
     temporary = os.path.join(folder, "tmp")
     os.mkdir(temporary)
     os.environ["TMPDIR"] = tempfile.tempdir = temporary
@@ -578,6 +580,21 @@ def _waitpid(pid: int) -> int:
             return 0
 
 
+def _ended(pid: int, block: bool) -> bool:
+    """Whether child ``pid`` has ended (and is now reaped), waiting for it with ``block``."""
+    if block:
+        _waitpid(pid)
+        return True
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
+    except ChildProcessError:  # already reaped
+        return True
+
+
+# The killed children of earlier requests still unmapping their memory, reaped at the start of the next request.
+_DYING: list[Child] = []
+
+
 class Child:
     """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`).
 
@@ -701,12 +718,16 @@ class Child:
             self.output.close()
             self._read = -1
 
-    def reap(self) -> None:
-        """Wait for the killed child and delete its folder."""
+    def reap(self, block: bool = True) -> bool:
+        """Kill the child, wait for it (``block``) or see whether it has ended, and once it has, delete its folder;
+        whether it has."""
         if self.pid:
             self.kill()
-            _waitpid(self.pid)
+            if not _ended(self.pid, block):
+                return False
+            self.pid = 0
         shutil.rmtree(self.directory, ignore_errors=True)
+        return True
 
 
 def outcome_limit(budget: int) -> int:
@@ -726,12 +747,17 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float, el
     An outcome counts only once the child has answered the acknowledgement the parent sent on reading it:
     the runner answers and goes on to the snapshot, while code that wrote an outcome into the pipe and ended
     its process (or wrote a snapshot straight after) does not. The cell's time is at most what the parent saw.
+    A child that could not get ready (its copy, its confinement, its init) says why in a lone ``fault`` frame,
+    which fails the cell as ``exited`` would.
     """
+    wire = _BOUND["wire"]
     if len(frames) < 2:
         if timed_out:
             return _frame("timeout", "TimeoutError", f"cell did not finish within {timeout:g} s")
+        with contextlib.suppress(wire.WireError):
+            if frames and (claimed := wire.ChildResult.from_json(frames[0])).status == "fault":
+                return _frame("fault", claimed.ename, claimed.evalue)
         return _frame("exited", "ChildProcessError", f"the cell ended its process ({_exit_description(status)})")
-    wire = _BOUND["wire"]
     try:
         outcome: ChildResult = wire.ChildResult.from_json(frames[0])
     except wire.WireError:
@@ -779,7 +805,8 @@ _BOUND: dict[str, Any] = {}
 
 def bind() -> None:
     """Take the snapshot's ``take`` and ``JsonText``, Landlock's ``confine`` and ``runtime_readable``, seccomp's
-    ``confine``, the namespaces' ``enter`` and ``contain`` and the wire's records from their installed modules."""
+    ``confine``, the namespaces' ``enter`` and ``contain`` and the wire's records from their installed modules;
+    build the children's seccomp filter and read the last capability's number."""
     snapshot = sys.modules[SNAPSHOT_MODULE]
     _BOUND.update(
         take=snapshot.take,
@@ -792,6 +819,10 @@ def bind() -> None:
         namespaces=sys.modules[NAMESPACES_MODULE].enter,
         contain=sys.modules[NAMESPACES_MODULE].contain,
     )
+    # what every confined child needs, found once here rather than in each child (which says why it cannot)
+    with contextlib.suppress(OSError):
+        sys.modules[SECCOMP_MODULE].compiled(unix_sockets=False, other_processes=False)
+        sys.modules[NAMESPACES_MODULE].last_capability()
 
 
 def run(request: ForkRequest) -> Any:
@@ -802,8 +833,11 @@ def run(request: ForkRequest) -> Any:
 
     Every child is forked (and gets ready) before the first cell runs, so no child's memory holds the result of
     another (the reference's, first, among them); the cells then run one at a time. Killed children are
-    reaped at the end, so their exits (unmapping a copy of a large kernel) overlap the next cells.
+    reaped at the end (or at the next request, those still exiting), so their exits (unmapping a copy of a large
+    kernel) overlap the next cells.
     """
+    while _DYING:  # they ended while the scorer compared the last request's results and ran the replay's cell
+        _DYING.pop().reap()
     code_fds: list[int] = []
     try:
         for path in request.code_files:
@@ -829,6 +863,7 @@ def run(request: ForkRequest) -> Any:
         for descriptor in code_fds:
             if descriptor >= 0:
                 os.close(descriptor)
-        for child in children:
-            child.reap()
+        # an exit unmaps a copy of the kernel (tens of milliseconds for one that loaded pandas and scikit-learn):
+        # those not over yet are reaped at the next request, and the answer goes back meanwhile
+        _DYING.extend(child for child in children if not child.reap(block=False))
     return _BOUND["text"](_BOUND["wire"].ForkResult(results).to_json())

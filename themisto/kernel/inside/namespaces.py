@@ -17,13 +17,16 @@ the box's processes only. ``unshare(CLONE_NEWPID)`` moves only the caller's late
 children go to another namespace than its own can start no thread, so a box takes two forks: the launcher
 unshares (:func:`enter_user_and_pid`) and forks the box's init (:func:`become_init`: a mount namespace with a
 ``/proc`` of the box, then it forks the kernel, reaps, and ends with it); a prediction's child unshares
-(``enter(..., pid=True)``) and :func:`contain` forks an init and the process that runs the cell. The process that
-runs code is never the init: an init ignores the signals it sends itself (``os.kill(os.getpid(), SIGKILL)``) and
-``SIGXCPU``.
+(``enter(..., pid=True)``) and :func:`contain` starts an init and forks the process that runs the cell. That init
+is no copy of the kernel but :data:`INIT_PROGRAM` (``cat``), started with ``posix_spawn`` (a ``vfork`` and an
+``exec``, which copies none of the kernel's memory): only the process that runs the cell is a second fork of the
+kernel's size. The process that runs code is never the init: an init ignores the signals it sends itself
+(``os.kill(os.getpid(), SIGKILL)``) and ``SIGXCPU``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -32,7 +35,7 @@ import signal
 import sys
 import warnings
 from functools import cache
-from typing import NoReturn
+from typing import Any, NoReturn
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -41,7 +44,6 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 _PR_SET_NAME = 15
-_MAX_DESCRIPTORS = 1 << 20
 # The name (``comm``) of a box's init, by which the host tells it from the kernel it started.
 INIT_NAME = "themisto-box"
 _PR_CAPBSET_DROP = 24
@@ -134,24 +136,56 @@ def contain() -> None:
     """In a process that has just entered a PID namespace (``enter(pid=True)``): returns in a new process of that
     namespace, not its init, which runs the code; this process waits for it and exits as it did.
 
-    The init (pid 1) is a fork that holds only the reading end of a pipe and waits for its end: when this process
-    ends, however it ends (killed with its process group, or after the code's process), the init ends, and with it
-    every process left in the namespace, those in sessions of their own included.
+    The init (pid 1) is :data:`INIT_PROGRAM`, whose standard input is the reading end of a pipe and which ends at
+    the pipe's end: when this process ends, however it ends (killed with its process group, which the init is in
+    too, or after the code's process), the init ends, and with it every process left in the namespace, those in
+    sessions of their own included. OSError (one line) where the init cannot be started.
     """
     read, write = os.pipe()
-    if _fork() == 0:  # the init
-        try:
-            os.closerange(0, read)
-            os.closerange(read + 1, _MAX_DESCRIPTORS)
-            os.read(read, 1)  # returns at the end of the pipe: the process that made the namespace has ended
-        finally:
-            os._exit(0)
-    os.close(read)
+    try:
+        _spawn_init(read)
+    finally:
+        os.close(read)
     runner = _fork()
     if runner == 0:
         os.close(write)
         return
     exit_like(reap_until(runner))
+
+
+# The PID namespace's init of a prediction: a program that reads its standard input to the end, found in the
+# system's folders (which a prediction's Landlock domain may execute).
+INIT_PROGRAM = "cat"
+_INIT_FOLDERS = ("/usr/bin", "/bin")
+
+
+def _spawn_init(read: int) -> int:
+    """Start :data:`INIT_PROGRAM` with ``read`` as its standard input, its output to ``/dev/null`` and no other
+    descriptor of this process's; its pid. ``posix_spawn`` copies no memory, so a large kernel costs nothing."""
+    program = next(
+        (path for folder in _INIT_FOLDERS if os.access(path := os.path.join(folder, INIT_PROGRAM), os.X_OK)), None
+    )
+    if program is None:
+        raise OSError(errno.ENOENT, f"no {INIT_PROGRAM} in {' or '.join(_INIT_FOLDERS)} to be the init")
+    # the descriptors an exec would keep (Python makes its own non-inheritable): the kernel's 0 to 2 and any a
+    # notebook made inheritable
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, read, 0)]
+    actions += [(os.POSIX_SPAWN_OPEN, number, os.devnull, os.O_WRONLY, 0) for number in (1, 2)]
+    actions += [(os.POSIX_SPAWN_CLOSE, number) for number in _inheritable() if number > 2]
+    try:
+        return os.posix_spawn(program, [INIT_PROGRAM], {}, file_actions=actions)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot start the PID namespace's init {program}: {exc.strerror}") from None
+
+
+def _inheritable() -> list[int]:
+    """The descriptors of this process that an exec keeps."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            if os.get_inheritable(int(name)):
+                found.append(int(name))
+    return found
 
 
 def _fork() -> int:
@@ -184,13 +218,19 @@ class _CapabilityData(ctypes.Structure):
 def drop_capabilities(libc: ctypes.CDLL | None = None) -> None:
     """Empty every capability set of this process, the bounding set first (which needs CAP_SETPCAP)."""
     libc = libc or _libc()
-    with open(_LAST_CAPABILITY, encoding="ascii") as handle:
-        last = int(handle.read())
-    for capability in range(last + 1):
+    for capability in range(last_capability() + 1):
         _check(libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0), f"dropping capability {capability}")
     _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing the ambient capabilities")
     data = (_CapabilityData * 2)()  # version 3: two 32-bit halves, all zero
     _check(libc.capset(ctypes.byref(_CapabilityHeader(_CAPABILITY_VERSION_3, 0)), data), "capset")
+
+
+@cache
+def last_capability() -> int:
+    """The highest capability number of this system's kernel (read once per process: a kernel reads it before it
+    forks its children)."""
+    with open(_LAST_CAPABILITY, encoding="ascii") as handle:
+        return int(handle.read())
 
 
 @cache

@@ -32,6 +32,7 @@ import os
 import platform
 import socket
 import stat
+from functools import cache
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
@@ -215,11 +216,18 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Instruction))]
 
 
-def confine(*, unix_sockets: bool = True, other_processes: bool = True) -> None:
-    """Install the filter (see the module) on this thread, with ``no_new_privs``; OSError where it cannot."""
+@cache
+def compiled(*, unix_sockets: bool = True, other_processes: bool = True) -> _Program:
+    """The filter of :func:`confine`, built once per process: a kernel builds it before it forks its children,
+    which then only install it."""
     lines = program(platform.machine(), unix_sockets=unix_sockets, other_processes=other_processes)
     instructions = (_Instruction * len(lines))(*[_Instruction(*line) for line in lines])
-    filter_program = _Program(len(lines), instructions)
+    return _Program(len(lines), instructions)  # which keeps ``instructions`` alive
+
+
+def confine(*, unix_sockets: bool = True, other_processes: bool = True) -> None:
+    """Install the filter (see the module) on this thread, with ``no_new_privs``; OSError where it cannot."""
+    filter_program = compiled(unix_sockets=unix_sockets, other_processes=other_processes)
     libc = ctypes.CDLL(None, use_errno=True)
     # no_new_privs: required of a process without CAP_SYS_ADMIN, and no setuid program sheds the filter
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or (
