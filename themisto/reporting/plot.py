@@ -136,10 +136,8 @@ def model_colours(models: list[str]) -> dict[str, str]:
             start = zlib.crc32(base.encode("utf-8")) % free
             candidates = [len(_FIXED_COLOURS) + (start + k) % free for k in range(free)]
             # the first colour of a hue apart from every one given, else the first colour not given, else the hashed
-            slot = next(
-                (c for c in candidates if apart(c) and hexes[c] not in colours.values()),
-                next((c for c in candidates if hexes[c] not in colours.values()), candidates[0]),
-            )
+            unused = [c for c in candidates if hexes[c] not in colours.values()] or candidates[:1]
+            slot = next((c for c in unused if apart(c)), unused[0])
         colours[model] = hexes[slot]
         given.append(hues[slot])
     return colours
