@@ -179,3 +179,27 @@ def test_snapshot_leaves_history_and_results_untouched(kernel: Recorder) -> None
 def test_rebinding_an_ipython_name_makes_it_a_user_variable(kernel: Recorder) -> None:
     names = [variable.name for variable in kernel.run_cell("In = 'mine'", "d").runtime]
     assert "In" in names and "Out" not in names and not [name for name in names if name.startswith("_")]
+
+
+def test_the_cells_output_reaches_the_socket_before_the_snapshot_runs_user_code(kernel: Recorder) -> None:
+    # ipykernel's own flush returns before its IO thread sends: a send made slow shows which one waited for it
+    cell = (
+        "import sys, time\n"
+        "thread, sent = sys.stdout.pub_thread, []\n"
+        "def slow_send(*args, _send=thread._really_send, **kwargs):\n"
+        "    time.sleep(0.3)\n"
+        "    sent.append(1)\n"
+        "    return _send(*args, **kwargs)\n"
+        "thread._really_send = slow_send\n"
+        "try:\n"
+        "    print('made')\n"
+        "    sys.modules['_themisto_snapshot'].hand_over(sys.stdout)\n"
+        "    handed, sent[:] = bool(sent), []\n"
+        "    print('again')\n"
+        "    sys.stdout.flush()\n"
+        "    flushed = bool(sent)\n"
+        "finally:\n"
+        "    del thread._really_send\n"
+        "handed, flushed"
+    )
+    assert kernel.run_cell(cell, "h").output == "made\nagain\n(True, False)"

@@ -864,10 +864,7 @@ def announce_snapshot(path: str, done: bool = False) -> None:
     """
     if not done:
         for stream in (sys.stdout, sys.stderr):
-            # ipykernel's flush waits on its IO thread even with nothing to send, a millisecond or more a step:
-            # flushed only when its stream says output is pending (a stream that does not say, always)
-            if getattr(stream, "_flush_pending", True) or getattr(stream, "_subprocess_flush_pending", False):
-                stream.flush()
+            hand_over(stream)
     kernel = _INSTALLED.get("kernel")
     request = kernel.get_parent().get("header", {}).get("msg_id", "") if kernel is not None else ""
     record = _INSTALLED["wire"].announcement(request, "done" if done else repr(time.time()))
@@ -878,6 +875,32 @@ def announce_snapshot(path: str, done: bool = False) -> None:
         os.pwrite(marker, record, 0)
     finally:
         os.close(marker)
+
+
+def hand_over(stream: Any) -> None:
+    """Return once the cell's output on ``stream`` is in its socket's hands, not a Python queue's.
+
+    ipykernel's ``flush`` returns when its IO thread has turned the buffered text into a message, but that
+    thread sends the message a turn later, and only when it next holds the GIL: a ``__repr__`` that ends
+    the process during the snapshot would take the cell's output with it. Here the wait is for a callback
+    queued behind the send. Nothing pending, nothing queued: no wait (a round trip, a millisecond a step).
+    A stream that is not ipykernel's is flushed.
+    """
+    thread: Any = getattr(stream, "pub_thread", None)
+    queued = getattr(thread, "_events", None)
+    io_thread = getattr(thread, "thread", None)
+    pending = getattr(stream, "_flush_pending", True) or getattr(stream, "_subprocess_flush_pending", False)
+    if queued is None or io_thread is None or not io_thread.is_alive() or io_thread is threading.current_thread():
+        if pending:
+            stream.flush()
+        return
+    if not pending and not queued:
+        return
+    sent = threading.Event()
+    if pending:
+        thread.schedule(stream._flush)  # what flush() does; the send it queues runs before the callback below
+    thread.schedule(lambda: thread.schedule(sent.set))
+    sent.wait(getattr(stream, "flush_timeout", 10.0))
 
 
 # The libraries whose versions the provenance records (and a prompt's environment header names), when
