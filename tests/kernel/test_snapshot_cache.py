@@ -18,7 +18,11 @@ import pytest
 
 from themisto.kernel import inject
 from themisto.kernel.inside import snapshot, wire
+from themisto.kernel.options import KernelOptions
+from themisto.kernel.outputs import OutputCollector
 from themisto.kernel.recorder import Recorder
+from themisto.kernel.snapshots import Snapshot, SnapshotReader
+from themisto.kernel.transport import Execution
 from themisto.recording.options import RecordOptions
 
 KERNEL_OPTIONS = RecordOptions(timeout=30, repr_timeout=5)  # the shared `kernel` fixture's (tests/conftest.py)
@@ -95,7 +99,7 @@ def test_a_rebound_unsampled_slot_of_a_long_list_is_missed_as_documented_and_a_s
     # a slot between two samples rebound to an object of the same kind keeps the old description
     cache = snapshot.DescriptionCache()
     items = list(range(1000))
-    step = snapshot._spaced(snapshot.FINGERPRINT_ITEMS, len(items)).step
+    step = -(-len(items) // snapshot.FINGERPRINT_ITEMS)  # the sample's spacing
     assert step > 1
     first = _describe(cache, items=items)["items"]
     items[1] = -1  # between the samples 0 and step
@@ -259,13 +263,43 @@ def _raw_snapshot(kernel: Recorder, known: int) -> dict:
     return json.loads(text)
 
 
-def test_an_unchanged_namespace_is_sent_as_names_and_rebuilt_in_full(kernel: Recorder) -> None:
+def test_an_unchanged_namespace_is_sent_with_no_name_a_changed_one_by_names_and_both_rebuilt_in_full(
+    kernel: Recorder,
+) -> None:
     kernel.run_cell("kept = list(range(5))", "kept")
     full = kernel.run_cell("changed = 1", "full").runtime
     delta = _raw_snapshot(kernel, kernel.snapshot_request().known)
-    assert all(record.keys() == {"name"} for record in delta["variables"])
+    assert delta["unchanged"] and delta["variables"] == []
     # a recorder that missed a snapshot (a stale generation) gets every description in full
-    assert all("repr" in record for record in _raw_snapshot(kernel, delta["generation"] - 1)["variables"])
+    stale = _raw_snapshot(kernel, delta["generation"] - 1)
+    assert not stale["unchanged"] and {"kept", "changed"} <= {record["name"] for record in stale["variables"]}
+    assert all("repr" in record for record in stale["variables"])
+    # one value changed: the others by name alone
+    kernel.session.execute("changed = 3", silent=True, timeout=30)
+    partial = _raw_snapshot(kernel, stale["generation"])
+    by_name = {record["name"]: record for record in partial["variables"]}
+    assert not partial["unchanged"] and by_name.pop("changed")["repr"] == "3"
+    assert all(record.keys() == {"name"} for record in by_name.values()) and "kept" in by_name
+    # so is a name gone, though every remaining value is unchanged
+    kernel.session.execute("del changed", silent=True, timeout=30)
+    gone = _raw_snapshot(kernel, partial["generation"])
+    assert not gone["unchanged"] and list(by_name.values()) == gone["variables"]
     step = kernel.run_cell("changed = 2", "again")
     by_name = {variable.name: variable for variable in step.runtime}
     assert by_name["changed"].repr == "2" and by_name["kept"] == {v.name: v for v in full}["kept"]
+    same = kernel.run_cell("pass", "same")
+    assert same.runtime == step.runtime and same.state_hash == step.state_hash and same.snapshot_error is None
+
+
+def test_an_unchanged_snapshot_is_taken_only_after_a_known_one_and_with_no_variable() -> None:
+    reader = SnapshotReader("forged", KernelOptions())
+
+    def read(variables: list, step: int) -> Snapshot | None:
+        text = wire.SnapshotResult(4, variables, 0.0, 0, True).to_json()
+        reply = {"content": {"user_expressions": {"snapshot": {"status": "ok", "data": {"text/plain": text}}}}}
+        return reader.read(Execution(collector=OutputCollector(100), reply=reply), step)
+
+    forged = read([], 0)
+    assert forged is not None and forged.variables == [] and "no snapshot is known" in (forged.error or "")
+    listed = read([{"name": "x"}], 1)
+    assert listed is not None and "lists variables" in (listed.error or "")

@@ -53,7 +53,7 @@ ran = {'status': 'ok', 'ename': '', 'evalue': '', 'seconds': 0.0, 'dropped_chars
 # Before: its outcome was accepted, exec_ok 1 and exec_match 1.
 FORGE_AND_EXIT = PIPES + "claim(json.dumps(ran))\nos._exit(0)"
 FORGE_WITH_SNAPSHOT = PIPES + (
-    "claim(json.dumps(ran))\nclaim(json.dumps({'generation': 0, 'variables': [], 'seconds': 0.0, 'omitted': 0}))\n"
+    "claim(json.dumps(ran))\nclaim(json.dumps({'generation': 0, 'variables': [], 'seconds': 0.0, 'omitted': 0, 'unchanged': False}))\n"
     "os._exit(0)"
 )
 # Sends the runner's frames as the runner would, answering the parent where it asks (after: it does), with a

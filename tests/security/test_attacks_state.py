@@ -90,7 +90,7 @@ _original = _module.take
 
 class _Text:
     def __repr__(self):
-        return _json.dumps({{'generation': 0, 'variables': {FORGED_RECORDS!r}, 'seconds': 0.0, 'omitted': 0}})
+        return _json.dumps({{'generation': 0, 'variables': {FORGED_RECORDS!r}, 'seconds': 0.0, 'omitted': 0, 'unchanged': False}})
 
 def _forged(*args):
     _module.take = _original

@@ -89,6 +89,8 @@ class SnapshotReader:
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             # the notebook's code can replace the kernel-side snapshot function, so its answer is untrusted
             return self._failed(f"malformed snapshot: {exc!r}", step)
+        if payload.unchanged and self._known[0] < 0:  # the kernel sends it only to a request that names one
+            return self._failed("malformed snapshot: unchanged, but no snapshot is known", step)
         entries, problems, omitted = self._checked(payload)
         self._known = (payload.generation, {entry[0].name: entry for entry in entries})
         if problems:
@@ -121,6 +123,8 @@ class SnapshotReader:
         """
         records = payload.variables
         known = self._known[1] if previous is None else previous
+        if payload.unchanged:  # the known snapshot's variables, as they were (decoded checked it names one)
+            return list(known.values()), [], payload.omitted
         entries, problems = self._checked_entries(records[: self.options.max_variables], known)
         return entries, problems, payload.omitted + max(0, len(records) - self.options.max_variables)
 
@@ -185,6 +189,8 @@ def decoded(text: Any) -> wire.SnapshotResult:
     payload = wire.SnapshotResult.from_json(text)
     if payload.omitted < 0:
         raise ValueError("omitted is negative")
+    if payload.unchanged and payload.variables:
+        raise ValueError("an unchanged snapshot lists variables")
     return payload
 
 

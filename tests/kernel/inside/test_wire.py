@@ -96,7 +96,7 @@ def test_the_kernel_side_describes_a_variable_with_exactly_the_fields_of_the_hos
 def test_every_record_the_kernel_sends_decodes_as_it_was_built() -> None:
     # the records of both directions round-trip through JSON with every field, nested ones included
     records: list[wire.Record] = [
-        wire.SnapshotResult(3, [{"name": "x"}], 0.25, 1),
+        wire.SnapshotResult(3, [{"name": "x"}], 0.25, 1, False),
         wire.LaunchRequest(1, None, 5, wire.Sandbox(["/w"], False, [8888])),
         wire.LaunchRequest(1, 2**30, None, None),
     ]

@@ -518,7 +518,7 @@ def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any]) -> l
 #   writing only unsampled elements of a big array, or a change whose CRC-32 is
 #   the old one's (one in 2**32 by chance; a CRC is no defence against a cell
 #   that means to hide a write, which can write unsampled elements anyway).
-# - pandas objects: shape, the axes (a frame's columns and index, a series'
+# - pandas objects: the axes (a frame's columns and index, a series'
 #   index) by the identity of their Index objects, kept alive by the key (an
 #   Index takes no item assignment: new labels are a new Index), a series' name,
 #   and per column block the array fingerprint above (numpy-backed) or, for
@@ -570,18 +570,13 @@ class _Same:
         return id(self.value)
 
 
-def _spaced(count: int, total: int) -> range:
-    """Up to ``count`` evenly spaced positions in ``range(total)``."""
-    return range(0, total, max(1, -(-total // count)))
-
-
 def _container_fingerprint(value: Any) -> tuple[Any, ...]:
     kind = type(value)
     count = len(value)
     if kind in (list, tuple):
-        positions = _spaced(FINGERPRINT_ITEMS, count)
-        sample = list(value[:: positions.step])  # evenly spaced items, sliced at C speed, and the last one
-        if count and positions[-1] != count - 1:
+        step = max(1, -(-count // FINGERPRINT_ITEMS))
+        sample = list(value[::step])  # evenly spaced items, sliced at C speed, and the last one
+        if count and (count - 1) % step:
             sample.append(value[-1])
         return count, _items_key(sample)
     if isinstance(value, dict):
@@ -614,12 +609,19 @@ def _array_fingerprint(value: Any) -> tuple[Any, ...]:
 def _pandas_fingerprint(value: Any) -> tuple[Any, ...]:
     # The axes (a frame's columns and index, a series' index) are pandas Index objects, which allow no
     # item assignment: a new label replaces the Index, so the object itself stands for its labels.
+    # The axes' lengths are the shape, so it needs no key of its own.
     axes = tuple(_Same(axis) for axis in value._mgr.axes)  # pandas' block manager: private but long-stable
     blocks = tuple(
-        _array_fingerprint(array) if hasattr(array, "__array_interface__") else _extension_fingerprint(array)
+        _array_fingerprint(array) if _has_array_interface(type(array)) else _extension_fingerprint(array)
         for array in value._mgr.arrays
     )
-    return tuple(value.shape), axes, _label_key(vars(value).get("_name")), blocks
+    return axes, _label_key(vars(value).get("_name")), blocks
+
+
+def _has_array_interface(kind: type) -> bool:
+    """Whether values of type ``kind`` are numpy arrays (or scalars): looked up on the type, as reading
+    ``__array_interface__`` on a value builds a dict (a microsecond and a half)."""
+    return hasattr(kind, "__array_interface__")
 
 
 def _label_key(label: Any) -> Hashable:
@@ -635,7 +637,7 @@ def _label_key(label: Any) -> Hashable:
 def _extension_fingerprint(array: Any) -> tuple[Any, ...]:
     """A pandas extension array: the buffers it holds, which a write replaces (Arrow) or changes (numpy-backed)."""
     parts = tuple(
-        (name, _array_fingerprint(part) if hasattr(part, "__array_interface__") else _Same(part))
+        (name, _array_fingerprint(part) if _has_array_interface(type(part)) else _Same(part))
         for name, part in sorted(vars(array).items())
     )
     return _Same(array), parts
@@ -648,10 +650,6 @@ def _module(kind: type) -> str:
 
 def _immutable_fingerprint(value: Any) -> tuple[()]:
     return ()
-
-
-def _numpy_fingerprint(value: Any) -> Hashable | None:
-    return _array_fingerprint(value) if hasattr(value, "__array_interface__") else _attributes_fingerprint(value)
 
 
 def _pandas_or_attributes(value: Any) -> Hashable | None:
@@ -670,7 +668,6 @@ def _attributes_fingerprint(value: Any) -> Hashable | None:
 
 
 _LIBRARY_FINGERPRINTERS: dict[str, Callable[[Any], Hashable | None]] = {
-    "numpy": _numpy_fingerprint,
     "pandas": _pandas_or_attributes,
     "torch": _torch_fingerprint,
 }
@@ -691,7 +688,9 @@ def _fingerprinter(kind: type) -> tuple[Callable[[Any], Hashable | None], bool]:
         found = (_immutable_fingerprint, False)
     elif kind in _SIZED_CONTAINERS:
         found = (_container_fingerprint, False)
-    elif module in _LIBRARY_FINGERPRINTERS:  # library code only: no time limit
+    elif module == "numpy":  # library code only: no time limit
+        found = (_array_fingerprint if _has_array_interface(kind) else _attributes_fingerprint, False)
+    elif module in _LIBRARY_FINGERPRINTERS:
         found = (_LIBRARY_FINGERPRINTERS[module], False)
     else:
         found = (_attributes_fingerprint, True)
@@ -725,6 +724,7 @@ class DescriptionCache:
         self.generation = 0  # how many times describe_all has finished
         self.reused: set[str] = set()  # names whose description the last call took from the one before
         self._settings: tuple[int, float] | None = None  # the max_repr_chars and timeout of the entries
+        self.names: tuple[str, ...] = ()  # the names the last call described, in order
 
     def describe_all(
         self, variables: list[tuple[str, Any]], max_repr_chars: int, timeout: float
@@ -749,6 +749,7 @@ class DescriptionCache:
                 entries[name] = (_reference(value), key, record)
             records.append(record)
         self._entries, self.reused = entries, reused
+        self.names = tuple(name for name, _ in variables)
         self.generation += 1
         return records
 
@@ -811,8 +812,9 @@ def take(request: SnapshotRequest) -> JsonText:
     first ``request.max_variables`` variables by name, and how many more there
     were (``omitted``). ``request.known`` is the generation of the last snapshot the recorder
     received; if it is this cache's latest, a variable whose description is
-    unchanged since then is sent as ``{"name": ...}`` alone, so an unchanged
-    namespace costs little to encode, send and parse. ``seconds`` lets the
+    unchanged since then is sent as ``{"name": ...}`` alone, and a namespace whose names and
+    descriptions are all unchanged as ``unchanged`` with no variable, so it costs little to encode,
+    send and parse. ``seconds`` lets the
     recorder subtract the snapshot from a cell's execution time when it rides
     on the cell's own execute request. What user code prints while being
     described is discarded, so it never lands in the cell's output. With
@@ -825,10 +827,14 @@ def take(request: SnapshotRequest) -> JsonText:
         announce_snapshot(request.announce)
     started = time.perf_counter()
     delta = request.known == CACHE.generation
+    known_names = CACHE.names
     variables = user_variables(shell.user_ns, shell.user_ns_hidden)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         records = CACHE.describe_all(variables[: request.max_variables], request.max_repr_chars, request.repr_timeout)
-    if delta:
+    unchanged = delta and len(CACHE.reused) == len(records) and CACHE.names == known_names
+    if unchanged:
+        records = []
+    elif delta:
         records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
     if request.announce is not None:
         announce_snapshot(request.announce, done=True)
@@ -837,6 +843,7 @@ def take(request: SnapshotRequest) -> JsonText:
         variables=records,
         seconds=time.perf_counter() - started,
         omitted=max(0, len(variables) - request.max_variables),
+        unchanged=unchanged,
     )
     return JsonText(clean_text(result.to_json()))
 

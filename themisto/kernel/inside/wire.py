@@ -148,13 +148,18 @@ class SnapshotRequest(Record):
 
 @dataclasses.dataclass(frozen=True)
 class SnapshotResult(Record):
-    """A snapshot as the kernel sends it: ``variables`` are records, or ``{"name": ...}`` for an unchanged one."""
+    """A snapshot as the kernel sends it: ``variables`` are records, or ``{"name": ...}`` for an unchanged one.
+
+    ``unchanged``: the variables are those of the snapshot the request named, every one unchanged and in the
+    same order, and ``variables`` is empty (an unchanged namespace, the common step, sends no name at all).
+    """
 
     generation: int
     # a record each: the host checks them one by one (see snapshots.SnapshotReader), so a bad one is dropped alone
     variables: list[Any]
     seconds: float
     omitted: int
+    unchanged: bool
 
 
 @dataclasses.dataclass(frozen=True)
