@@ -34,7 +34,7 @@ def test_the_working_tree_against_its_own_commit_passes() -> None:
     assert _rows(done.stdout) == {
         "build wall seconds": "measured",
         "build CPU seconds, one process": "yes",
-        "build peak memory MiB": "yes",
+        "build peak memory MiB, one process": "yes",
     }
 
 
