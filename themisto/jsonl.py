@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,11 +12,15 @@ from themisto.exceptions import InputError
 
 
 def iter_json_objects(
-    path: Path, error: type[InputError] = InputError, what: str = "JSON Lines file"
+    path: Path, error: type[InputError] = InputError, what: str = "JSON Lines file", data: bytes | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line; any defect raises ``error`` in one line."""
+    """``(line number, object)`` for every non-blank line; any defect raises ``error`` in one line.
+
+    ``data``: the file's bytes, read already (read as the file would be, ``path`` naming it in messages).
+    """
     try:
-        with path.open(encoding="utf-8") as lines:
+        opened = path.open(encoding="utf-8") if data is None else io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+        with opened as lines:
             for number, line in enumerate(lines, start=1):
                 if not line.strip():
                     continue

@@ -317,6 +317,84 @@ def step_from_dict(record: Any, where: str = "step") -> Step:
     return record_from_dict(Step, record, where)
 
 
+class ValidatedFiles:
+    """The contents of trajectory files found valid whole, by their SHA-256: the same bytes read again are not
+    validated again (a build reads its input twice: to select, then to write).
+
+    A file is read whole, hashed and parsed from those bytes, so what was validated is what a later read finds
+    unchanged, whatever happens to the file between the reads; one larger than :data:`WHOLE_FILE_BYTES` is
+    streamed and validated at every read.
+    """
+
+    def __init__(self) -> None:
+        self._digests: set[bytes] = set()
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+    def digests(self) -> list[str]:
+        """The digests held, as hex text (for a process of the same build that trusts them)."""
+        return sorted(digest.hex() for digest in self._digests)
+
+    def trust(self, digests: Iterable[str]) -> None:
+        """Hold ``digests`` (from :meth:`digests`) as those of contents found valid."""
+        self._digests.update(bytes.fromhex(digest) for digest in digests)
+
+    def steps(self, path: str | os.PathLike[str]) -> Iterator[Step]:
+        """The steps of ``path``, validated unless its bytes are those of a file validated here before; a file
+        read to its end without an error is remembered as valid."""
+        path = Path(path)
+        data = _whole_file(path)
+        if data is None:
+            yield from iter_steps(path)
+            return
+        digest = hashlib.sha256(data).digest()
+        lines = iter_json_objects(path, TrajectoryError, "trajectory", data)
+        if digest in self._digests:
+            for _, record in lines:
+                yield _valid_step(record)
+            return
+        for lineno, record in lines:
+            yield step_from_dict(record, f"{path}:{lineno}")
+        self._digests.add(digest)
+
+
+# Files up to this size are read whole by ValidatedFiles (twice at once in a build of two processes).
+WHOLE_FILE_BYTES = 64 << 20
+
+
+def _whole_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a file of at most :data:`WHOLE_FILE_BYTES`; None where it is larger or
+    cannot be read (then the streaming reader reports why)."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(WHOLE_FILE_BYTES + 1)
+    except OSError:
+        return None
+    return data if len(data) <= WHOLE_FILE_BYTES else None
+
+
+_STEP_FIELDS = frozenset(field.name for field in STEP_SCHEMA)
+_VARIABLE_FIELDS = frozenset(field.name for field in VARIABLE_SCHEMA)
+
+
+def _valid_step(record: dict[str, Any]) -> Step:
+    """A step from a record that ``step_from_dict`` accepted before: equal to what it builds, in a fraction of
+    the time where the record has exactly the schema's fields (the recorder writes them all)."""
+    variables = record["runtime"]
+    if record.keys() != _STEP_FIELDS or any(variable.keys() != _VARIABLE_FIELDS for variable in variables):
+        return step_from_dict(record)  # defaults to fill or unknown fields to drop: the dataclasses do it
+    # the objects take the parsed dicts as their attributes, as __init__ would assign each of them
+    runtime = []
+    for variable in variables:
+        built = object.__new__(Variable)
+        built.__dict__ = variable
+        runtime.append(built)
+    step = object.__new__(Step)
+    step.__dict__ = {**record, "runtime": runtime}
+    return step
+
+
 def iter_steps(path: str | os.PathLike[str]) -> Iterator[Step]:
     """Stream the steps of one trajectory file, validating each line."""
     path = Path(path)

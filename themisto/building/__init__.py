@@ -11,6 +11,7 @@ by ``datasets.load_dataset(folder, config)``.
 - :mod:`~themisto.building.placebo`: the placebo arm's runtime state of another step
 - :mod:`~themisto.building.tables`: examples as Arrow tables, one per config
 - :mod:`~themisto.building.parquet`: the Parquet files, written atomically
+- :mod:`~themisto.building.forked`: part of a build's work in a forked process, answering as JSON
 - :mod:`~themisto.building.summary`: what a build produced, for the card
 - :mod:`~themisto.building.card`: the dataset card, written from the summary and ``card_template.md``
 - :mod:`~themisto.building.card_reading`: a build read back through its card (options, data files)

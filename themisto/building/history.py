@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from themisto.building.categories import StepKinds, output_kind
 from themisto.exceptions import InputError
-from themisto.trajectory import Step, Variable, iter_steps
+from themisto.trajectory import Step, ValidatedFiles, Variable, iter_steps
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER, TASKS
 
 if TYPE_CHECKING:  # selection imports this module; the options are only read here
@@ -284,13 +284,16 @@ def notebook_python(source: Path | None) -> str | None:
     return version if isinstance(version, str) and len(version) <= 32 else None
 
 
-def iter_contexts(paths: Sequence[Path], options: SelectionOptions) -> Iterator[StepContext]:
+def iter_contexts(
+    paths: Sequence[Path], options: SelectionOptions, validated: ValidatedFiles | None = None
+) -> Iterator[StepContext]:
     """Second pass: every step of ``paths`` in trajectory order, with its history and previous step.
 
     ``options.max_context_chars`` bounds the history (0: the whole history); with ``options.mask_machine_text``,
     outputs (history and targets) are masked as :func:`themisto.kernel.outputs.mask_machine_text` says.
     With ``options.original_history`` a history cell shows the output its source stored (``original_output``)
     where it stored one, the replay's elsewhere; targets stay the replay's, as the runtime state is.
+    ``validated``: the files selection found valid (:attr:`Selection.validated`), read again without validating.
     """
     from themisto.kernel import mask_machine_text as mask
 
@@ -302,7 +305,7 @@ def iter_contexts(paths: Sequence[Path], options: SelectionOptions) -> Iterator[
         kinds = StepKinds()
         before: Step | None = None
         started = False  # a step of this trajectory has run
-        for step in iter_steps(path):
+        for step in iter_steps(path) if validated is None else validated.steps(path):
             if step.restarted:
                 before = None
                 changes.clear()

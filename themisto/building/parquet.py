@@ -49,7 +49,6 @@ or an absolute path.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import multiprocessing
 import os
@@ -59,7 +58,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +67,12 @@ import pyarrow.parquet as pq
 from themisto.building import BUILD_JOBS
 from themisto.building.card import check_license, dataset_card, source_notes
 from themisto.building.card_reading import read_data_files
+from themisto.building.forked import Forked, error_of
 from themisto.building.prompts import RenderOptions
 from themisto.building.selection import Selection, SelectionOptions, select
 from themisto.building.summary import BuildSummary
 from themisto.building.tables import BATCH_ROWS, config_features, config_splits, iter_tables
-from themisto.exceptions import InputError, OptionError, OutputError, TrajectoryError
+from themisto.exceptions import InputError, OptionError, OutputError
 from themisto.filesystem import ExclusiveLock, exchange, lock_path, prepare_output_folder
 from themisto.progress import Progress
 from themisto.vocabulary import CONFIG_NAMES, OUTPUT_PREDICTION, PLACEBO_SUFFIX, RUNTIME_SUFFIX, TRAJECTORIES, arm_of
@@ -219,7 +218,7 @@ def _build_locked(
     progress: Progress | None,
     jobs: int,
 ) -> BuildSummary:
-    chosen = select(paths, selection, progress)
+    chosen = select(paths, selection, progress, jobs)
     for path, reason in chosen.skipped.items():
         log.warning("skipped %s: %s", path, reason)
     paths = [path for path in paths if path not in chosen.skipped]
@@ -306,23 +305,17 @@ class _Pass:
 # The configs the second process writes: the placebo arms, whose choice of a state and second runtime block cost
 # about what the raw steps, the other arms' blocks and their larger share of the Parquet writing cost the first.
 _SECOND_CONFIGS = tuple(config for config in CONFIG_NAMES if arm_of(config) == PLACEBO_SUFFIX)
-# What the second process can fail with, raised again as itself in the first; anything else as a RuntimeError.
-_PASSED_ERRORS: dict[str, type[Exception]] = {e.__name__: e for e in (InputError, TrajectoryError, OutputError)}
 
 
 def _write_in_two(work: _Pass, progress: Progress | None) -> dict[tuple[str, str], int]:
     """Write the placebo configs in a forked process and the others here, at once; every split's row count.
 
     The first process sends each batch's ``runtime_only`` column to the second (``iter_tables``); the second
-    answers with its row counts or its error, as JSON.
+    answers with its row counts or its error.
     """
-    context = multiprocessing.get_context("fork")  # the child shares the loaded modules and the selection
-    link_in, link_out = context.Pipe(duplex=False)
-    answer_in, answer_out = context.Pipe(duplex=False)
-    child = context.Process(target=_second_process, args=(work, link_in, answer_out), daemon=True)
-    child.start()
+    link_in, link_out = multiprocessing.get_context("fork").Pipe(duplex=False)
+    second = Forked("the build's second process", _second_process, work, link_in)
     link_in.close()
-    answer_out.close()
     first = tuple(config for config in CONFIG_NAMES if config not in _SECOND_CONFIGS)
     try:
         try:
@@ -330,52 +323,19 @@ def _write_in_two(work: _Pass, progress: Progress | None) -> dict[tuple[str, str
         finally:
             link_out.close()  # where this process failed, the second one stops at its next batch
     except BrokenPipeError as exc:  # the second process ended first: its error is the build's
-        answer = _read_answer(answer_in, child)
+        answer = second.answer()
         if "error" not in answer:
             raise
-        raise _second_error(answer) from exc
+        raise error_of(answer) from exc
     except BaseException:
-        child.join()  # its answer is only that the link closed
+        second.process.join()  # its answer is only that the link closed
         raise
-    answer = _read_answer(answer_in, child)
-    if "error" in answer:
-        raise _second_error(answer)
-    return {**counts, **{(config, split): count for config, split, count in answer["counts"]}}
+    return {**counts, **{(config, split): count for config, split, count in second.result()}}
 
 
-def _read_answer(answer: Connection, child: BaseProcess) -> dict[str, Any]:
-    """The second process's answer, once it has ended: ``{"counts": [[config, split, rows], ...]}`` or
-    ``{"error": name, "message": text}``; a RuntimeError where it ended without one (killed)."""
-    try:
-        data: dict[str, Any] = json.loads(answer.recv_bytes())
-    except EOFError:
-        child.join()
-        data = {
-            "error": "RuntimeError",
-            "message": f"the build's second process ended without an answer (exit {child.exitcode})",
-        }
-    child.join()
-    return data
-
-
-def _second_error(answer: dict[str, Any]) -> Exception:
-    """The error the second process reported, as its own class where the build raises that class."""
-    kind = _PASSED_ERRORS.get(answer["error"])
-    if kind is not None:
-        return kind(answer["message"])
-    return RuntimeError(
-        answer["message"] if answer["error"] == "RuntimeError" else f"{answer['error']}: {answer['message']}"
-    )
-
-
-def _second_process(work: _Pass, link: Connection, answer: Connection) -> None:
-    """The second process of a two-process build: write the placebo configs, then answer with counts or the error."""
-    try:
-        counts = work.write(_SECOND_CONFIGS, link, None)
-        reply: dict[str, Any] = {"counts": [[config, split, rows] for (config, split), rows in counts.items()]}
-    except Exception as exc:  # noqa: BLE001 (every error goes back to the first process, which raises it)
-        reply = {"error": type(exc).__name__, "message": str(exc)}
-    answer.send_bytes(json.dumps(reply).encode())
+def _second_process(work: _Pass, link: Connection) -> list[tuple[str, str, int]]:
+    """The second process of a two-process build: write the placebo configs; their row counts."""
+    return [(config, split, rows) for (config, split), rows in work.write(_SECOND_CONFIGS, link, None).items()]
 
 
 def _source_name(trajectory: Path) -> str | None:

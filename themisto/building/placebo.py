@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import random
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -97,12 +96,15 @@ class PlaceboStates:
     def __init__(self, seed: int, budget: int) -> None:
         self.seed = seed
         self.budget = budget  # of the runtime block: sizes beyond it render alike
-        self._states: OrderedDict[str, KernelState] = OrderedDict()  # by key, least recently seen first
+        # the states kept, most recently seen first, with their keys and sizes within the budget beside them:
+        # kept in step by list operations, which run in C, as both methods run at every step
+        self._newest: list[KernelState] = []
+        self._keys: list[str] = []
+        self._sizes: list[int] = []
 
     def choose(self, context: StepContext, true: KernelState) -> KernelState | None:
         """The placebo state of ``context``'s step, whose true state is ``true`` (see the module's tiers)."""
         reads = referenced_names(context.step.code)
-        differing = [state for state in reversed(self._states.values()) if state.key != true.key]  # newest first
         # a read name the true state lacks misleads wherever a state has it; most such names (modules,
         # builtins) are in no state, and a set test rules them out at once
         shown = [(name, true.descriptions[name]) for name in reads if name in true.descriptions]
@@ -113,11 +115,14 @@ class PlaceboStates:
             return not unknown.isdisjoint(described) or any(described.get(n) != d for n, d in shown)
 
         size = true.size(self.budget)
-        # ranked once by closeness, before the tiers: a stable sort, so among equally close states the most
-        # recent come first, and the order within a tier is the one sorting the tier alone would give; the
-        # distances are computed in one pass and sorted as plain ints, as the sort runs at every step
-        distances = [abs(min(self.budget, s.chars) - size) for s in differing]
-        ranked = [differing[i] for i in sorted(range(len(differing)), key=distances.__getitem__)]
+        # ranked once by closeness, before the tiers: a stable sort of the newest-first positions, so among
+        # equally close states the most recent come first, and the order within a tier is the one sorting the
+        # tier alone would give; the true state's own is left out
+        distances = [abs(state_size - size) for state_size in self._sizes]
+        order = sorted(range(len(distances)), key=distances.__getitem__)
+        if true.key in self._keys:
+            order.remove(self._keys.index(true.key))
+        ranked = [self._newest[position] for position in order]
         mine = [s for s in ranked if s.trajectory_id == true.trajectory_id]
         others = [s for s in ranked if s.trajectory_id != true.trajectory_id]
         tiers = ((s for s in mine if misleads(s)), (s for s in others if misleads(s)), iter(mine), iter(ranked))
@@ -129,10 +134,14 @@ class PlaceboStates:
 
     def add(self, state: KernelState) -> None:
         """Remember ``state`` as the latest of its kind, forgetting the oldest beyond :data:`KEPT_STATES`."""
-        self._states.pop(state.key, None)
-        self._states[state.key] = state
-        if len(self._states) > KEPT_STATES:
-            self._states.popitem(last=False)
+        if state.key in self._keys:
+            position = self._keys.index(state.key)
+            del self._newest[position], self._keys[position], self._sizes[position]
+        self._newest.insert(0, state)
+        self._keys.insert(0, state.key)
+        self._sizes.insert(0, state.size(self.budget))
+        if len(self._keys) > KEPT_STATES:
+            del self._newest[KEPT_STATES:], self._keys[KEPT_STATES:], self._sizes[KEPT_STATES:]
 
 
 def _closest(ranked: Iterator[KernelState], has_variables: bool) -> list[KernelState]:

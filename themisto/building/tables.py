@@ -383,7 +383,7 @@ def iter_tables(
     rows = TRAJECTORIES in configs
     before: list[dict[str, Any]] = []  # the previous step's snapshot as variable rows
     count = 0
-    contexts = iter_contexts(paths, selection)
+    contexts = iter_contexts(paths, selection, chosen.validated)
     for count, context in enumerate(contexts, 1):  # noqa: B007 (read after the loop)
         # the state before the step is the previous step's snapshot, converted for that step's row
         if context.before is None:
