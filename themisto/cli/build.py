@@ -30,8 +30,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         choices=BUILD_JOBS,
         default=default_build_jobs(),
         metavar="N",
-        help="processes the build runs in: 1, or 2, which write the placebo configs beside the others (the same"
-        " bytes); default: %(default)s, 2 where this process may use two cores or more",
+        help="processes the build runs in: 1, or 2, which split the selection's reading of the files and then"
+        " write the placebo configs beside the others (the same bytes); default: %(default)s, 2 where this"
+        " process may use two cores or more",
     )
     add_quiet_argument(parser)
     parser.set_defaults(func=run)
