@@ -381,12 +381,13 @@ _VARIABLE_FIELDS = frozenset(field.name for field in VARIABLE_SCHEMA)
 def _valid_step(record: dict[str, Any]) -> Step:
     """A step from a record that ``step_from_dict`` accepted before: equal to what it builds, in a fraction of
     the time where the record has exactly the schema's fields (the recorder writes them all)."""
-    variables = record["runtime"]
-    if record.keys() != _STEP_FIELDS or any(variable.keys() != _VARIABLE_FIELDS for variable in variables):
+    if record.keys() != _STEP_FIELDS:
         return step_from_dict(record)  # defaults to fill or unknown fields to drop: the dataclasses do it
     # the objects take the parsed dicts as their attributes, as __init__ would assign each of them
     runtime = []
-    for variable in variables:
+    for variable in record["runtime"]:
+        if variable.keys() != _VARIABLE_FIELDS:
+            return step_from_dict(record)
         built = object.__new__(Variable)
         built.__dict__ = variable
         runtime.append(built)

@@ -67,8 +67,8 @@ class KernelState:
 
     @functools.cached_property
     def chars(self) -> int:
-        """Its variables' names, types and reprs in characters, unbounded (once per state: a state is ranked
-        against every later step's while it is kept)."""
+        """Its variables' names, types and reprs in characters, unbounded (once per state: a step's state is
+        sized as the true one when its placebo is chosen, then again when it is kept)."""
         return sum(len(v.name) + len(v.type) + len(v.repr) for v in self.variables)
 
 
