@@ -21,7 +21,11 @@ Guarded figures (``NAME`` arguments choose among them):
   variables in one kernel (what ``bench_snapshot.py`` measures, as a ratio);
 - ``describe``: the CPU time the tree's snapshot module takes to describe those
   variables unchanged, in-process (the kernel side of that cost, steadier under load:
-  ``.ci/run`` guards it with ``build``).
+  ``.ci/run`` guards it with ``build``);
+- ``fork``: exec-score's overhead per prediction, in milliseconds: the wall time of a forked run of one
+  cell and the check that it left the replay alone (``ForkingSession.fork_run`` and ``changed_since``, the
+  sandbox on where the machine has it), less the cell's own run time, in a kernel that loaded pandas and
+  scikit-learn with the bundled data files as its working folder (median of :data:`FORK_RUNS`).
 
 Each measurement runs ``python bench/regression.py --probe NAME`` of the working
 tree with that tree's package first on ``sys.path`` and as the working directory,
@@ -43,7 +47,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_SLOWDOWN = 1.2
-PROBES = ("build", "snapshot", "describe")
+PROBES = ("build", "snapshot", "describe", "fork")
+# forked runs per fork measurement, after a warm-up of FORK_WARM_UP
+FORK_RUNS, FORK_WARM_UP = 40, 3
+# the replay kernel of the fork probe: what most of the corpus's notebooks load, and a few variables
+FORK_SETUP = (
+    "import numpy as np\nimport pandas as pd\nfrom sklearn.linear_model import LinearRegression\n"
+    "df = pd.DataFrame({'a': range(100), 'b': range(100)})\nmodel = LinearRegression().fit(df[['a']], df['b'])"
+)
 # Figures shown beside the guarded ones, without a verdict: a two-process build's wall time moves with the load
 # of a shared machine (1.25x and 0.90x of main in two runs of one evening), more than any slowdown to catch
 MEASURED_ONLY = frozenset({"build wall seconds"})
@@ -130,6 +141,35 @@ def _probe_describe() -> dict[str, float]:
             cache.describe_all(variables, 500, 5.0)
         runs.append((time.process_time() - started) / 50)
     return {"snapshot describe CPU ms": min(runs) * 1000}
+
+
+def _probe_fork() -> dict[str, float]:
+    """Milliseconds per forked prediction above the prediction's own run time (see the module's ``fork``)."""
+    import shutil
+    import statistics
+
+    from themisto.kernel.forking import ForkingSession
+    from themisto.recording.options import RecordOptions
+
+    with tempfile.TemporaryDirectory(prefix="themisto-regression-fork-") as tmp:
+        work, scratch = Path(tmp) / "work", Path(tmp) / "scratch"
+        shutil.copytree(ROOT / "data" / "files", work / "files")  # the same inputs for both trees
+        scratch.mkdir()
+        overheads = []
+        with ForkingSession("regression", work, RecordOptions(timeout=600), scratch) as session:
+            session.run_cell(FORK_SETUP, "setup")
+            for run in range(FORK_WARM_UP + FORK_RUNS):
+                started = time.perf_counter()
+                checkpoint = session.checkpoint()
+                results = session.fork_run(["total = df['a'].sum()\ntotal"])
+                changed = session.changed_since(checkpoint)
+                elapsed = time.perf_counter() - started
+                if results is None or results[0].status != "ok" or changed is not None:
+                    raise RuntimeError(f"the forked run failed: {results} {changed}")
+                if run >= FORK_WARM_UP:
+                    overheads.append(elapsed - results[0].seconds)
+                session.run_cell(f"step = {run}", "next")  # the replay's own cell between two steps' predictions
+    return {"exec-score overhead ms per prediction": statistics.median(overheads) * 1000}
 
 
 def _write_corpus(folder: Path, steps: int) -> Path:
@@ -238,7 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.probe is not None:
-        probes = {"build": lambda: _probe_build(args.corpus), "snapshot": _probe_snapshot, "describe": _probe_describe}
+        probes = {
+            "build": lambda: _probe_build(args.corpus),
+            "snapshot": _probe_snapshot,
+            "describe": _probe_describe,
+            "fork": _probe_fork,
+        }
         figures = probes[args.probe]()
         print(json.dumps(figures))
         return 0

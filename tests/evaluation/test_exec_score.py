@@ -25,6 +25,7 @@ from themisto.kernel.forking import ForkingSession, state_key
 from themisto.kernel.inside import landlock
 from themisto.kernel.inside.wire import ForkResult
 from themisto.kernel.recorder import Recorder
+from themisto.kernel.transport import Execution
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
 from themisto.trajectory import Step, Variable, read_trajectory, write_trajectory
@@ -565,3 +566,63 @@ def test_a_predictions_init_is_no_copy_of_the_kernel_and_ends_with_it(tmp_path: 
         # once the child is killed its init ends (and with it its namespace); the box's /proc no longer has it
         probe = f"import os, time\nfor _ in range(100):\n    if not os.path.exists('/proc/{init}/comm'): break\n    time.sleep(0.05)\nprint(os.path.exists('/proc/{init}/comm'))"
         assert session.run_cell(probe, "d").output == "False"
+
+
+# Memory the replay shares with its children (an anonymous MAP_SHARED mapping): a child's write to it changes the
+# replay's namespace behind every sandbox, so only the check after the run can see it.
+SHARED_ARRAY = "import mmap\nimport numpy as np\nshared = np.frombuffer(mmap.mmap(-1, 32), dtype=np.int64)"
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_a_child_that_writes_memory_it_shares_with_the_replay_is_caught(tmp_path: Path, sandbox: bool) -> None:
+    if sandbox and landlock.abi_version() < FORK_ABI:
+        pytest.skip("a confined child needs Landlock ABI 6")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "scratch").mkdir()
+    options = RecordOptions(timeout=60, sandbox=sandbox)
+    with ForkingSession("t", tmp_path / "work", options, tmp_path / "scratch") as session:
+        session.run_cell(SHARED_ARRAY, "c")
+        requests: list[list[str]] = []
+        request = session.recorder.request
+
+        def counted(user_expressions: dict[str, str], timeout: float) -> Execution:
+            requests.append(list(user_expressions))
+            return request(user_expressions, timeout)
+
+        session.recorder.request = counted  # type: ignore[method-assign]
+        for code, changed in (("shared.sum()", None), ("shared[0] = 7", "the replay's namespace")):
+            checkpoint = session.checkpoint()
+            results = session.fork_run([code])
+            assert results is not None and results[0].status == "ok", results
+            assert session.changed_since(checkpoint) == changed
+        # confined, the check rides on the fork request (no child reaches the kernel's channels); unconfined it
+        # is a request of its own, after any a child may have sent
+        expected = [["fork", "snapshot"]] if sandbox else [["fork"], ["snapshot"]]
+        assert requests == expected * 2
+        # a check without a forked run since its checkpoint takes a snapshot of its own
+        assert session.changed_since(session.checkpoint()) is None
+        assert requests[-1] == ["snapshot"]
+
+
+def test_a_working_folder_that_cannot_be_copied_fails_the_cells_alone(tmp_path: Path) -> None:
+    work, scratch = tmp_path / "work", tmp_path / "scratch"
+    work.mkdir()
+    scratch.mkdir()
+    unreadable = work / "unreadable.txt"
+    unreadable.write_text("x")
+    with ForkingSession("t", work, RecordOptions(timeout=60), scratch) as session:
+        session.run_cell("x = 1", "c")
+        unreadable.chmod(0)  # the kernel has no capability that reads it anyway (a root kernel neither)
+        try:
+            results = session.fork_run(["x + 1", "x + 2"])
+        finally:
+            unreadable.chmod(0o644)
+        assert results is not None
+        faults = [(result.status, result.evalue.split(":")[0]) for result in results]
+        assert faults == [("fault", "cannot copy the working directory")] * 2
+        # the children were killed before their cells ran, and the kernel forks again once the folder can be read
+        again = session.fork_run(["x + 1"])
+        assert again is not None and again[0].status == "ok"
+        assert "".join(m["content"].get("data", {}).get("text/plain", "") for m in again[0].messages) == "2"
+        # the failed children's folders went with them (the last request's child is reaped by the next request)
+        assert len([path for path in scratch.iterdir() if path.name.startswith("p-")]) <= 1

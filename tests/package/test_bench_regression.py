@@ -15,14 +15,14 @@ BENCH = REPOSITORY / "bench" / "regression.py"
 BURN_SECONDS = 4.0
 
 
-def _regression(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(BENCH), "build", "--base", "HEAD", "--steps", "300", *map(str, args)]
+def _regression(*args: str | Path, name: str = "build") -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(BENCH), name, "--base", "HEAD", "--steps", "300", *map(str, args)]
     return subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=900, check=False)
 
 
 def _rows(output: str) -> dict[str, str]:
     """The verdict column of the bench's table, per figure."""
-    lines = [line.strip("| ").split(" | ") for line in output.splitlines() if line.startswith("| build")]
+    lines = [line.strip("| ").split(" | ") for line in output.splitlines()[2:] if line.startswith("| ")]
     return {cells[0]: cells[-1] for cells in lines}
 
 
@@ -47,6 +47,21 @@ def test_a_build_made_slower_fails(tmp_path: Path) -> None:
     done = _regression("--head", slow, "--repeat", "1")
     assert done.returncode == 1, done.stdout + done.stderr
     assert _rows(done.stdout)["build CPU seconds, one process"] == "NO"
+
+
+@pytest.mark.slow
+@pytest.mark.kernel
+def test_a_forked_prediction_made_slower_fails(tmp_path: Path) -> None:
+    slow = _copy(REPOSITORY, tmp_path / "slow")
+    # the kernel-side module of the forked runs, sent to the kernel as text: 30 ms more per forked run
+    fork = slow / "themisto" / "kernel" / "inside" / "fork.py"
+    source = fork.read_text(encoding="utf-8")
+    marker = "    code_fds: list[int] = []\n"
+    assert marker in source
+    fork.write_text(source.replace(marker, "    time.sleep(0.03)\n" + marker, 1), encoding="utf-8")
+    done = _regression("--head", slow, "--repeat", "1", name="fork")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _rows(done.stdout) == {"exec-score overhead ms per prediction": "NO"}
 
 
 def test_a_base_that_names_no_commit_is_one_line_and_exit_2() -> None:

@@ -23,6 +23,7 @@ from themisto.kernel.inside import fork, wire
 from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import normalize_output
 from themisto.kernel.recorder import Recorder
+from themisto.kernel.snapshots import Snapshot
 from themisto.kernel.transport import KERNEL_START_TIMEOUT, Execution
 from themisto.trajectory import Step, Variable, state_hash
 
@@ -80,6 +81,9 @@ class ForkingSession:
         )
         self.workdir, self.options, self.scratch = workdir, options, scratch
         self._requests = 0
+        # the replay's namespace as the last fork request's own snapshot found it after its children: the check
+        # after a forked run of confined children (changed_since), read from the same reply
+        self._after_fork: Snapshot | None = None
 
     def __enter__(self) -> ForkingSession:
         self.recorder.start()
@@ -129,11 +133,17 @@ class ForkingSession:
     def fork_execution(self, codes: Sequence[str]) -> Execution:
         """The silent request whose user expression runs ``codes`` in forked children (``fork.run``)."""
         request = self.fork_request(codes)
+        expressions = {"fork": inject.fork_run_expression(request)}
+        if request.confine:
+            # evaluated after the fork's expression, once every child is dead: a confined child reaches none of
+            # the kernel's channels (its sockets closed, no new Unix socket, no TCP), so no request of its
+            # making can be waiting behind this one, and the check needs no round trip of its own
+            expressions["snapshot"] = self.recorder.snapshot_expression()
         try:
             # Each child has its timeout for the cell and again for the snapshot, and a few seconds to answer
-            # the parent between them; the copies take the rest.
+            # the parent between them; the copies take the rest, and the replay's own snapshot a timeout.
             limit = len(codes) * (2 * self.options.timeout + fork.ACK_SECONDS) + KERNEL_START_TIMEOUT
-            return self.recorder.request({"fork": inject.fork_run_expression(request)}, limit)
+            return self.recorder.request(expressions, limit + self.options.timeout * request.confine)
         finally:
             for path in request.code_files:  # the kernel deletes them; not if it never got to them
                 Path(path).unlink(missing_ok=True)
@@ -146,6 +156,8 @@ class ForkingSession:
         if execution.broken:
             self.recorder.restart()
             return None
+        if self.recorder.sandbox.confined:
+            self._after_fork = self.recorder.read_snapshot(execution)
         answer = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("fork")
         if not isinstance(answer, dict) or answer.get("status") != "ok":
             # notebook code broke os.fork or the module (or the request timed out and was interrupted)
@@ -170,6 +182,7 @@ class ForkingSession:
 
     def checkpoint(self) -> Checkpoint:
         """The replay's namespace (as last described) and working folder, before a forked run."""
+        self._after_fork = None  # a snapshot from before this checkpoint says nothing of what follows it
         return Checkpoint(self.before(), folder_signature(self.workdir))
 
     def changed_since(self, checkpoint: Checkpoint) -> str | None:
@@ -178,9 +191,9 @@ class ForkingSession:
             return "the replay's working folder"
         if checkpoint.namespace is None:
             return None
-        # a request of its own, not an expression of the fork request: a request a child sent the kernel's shell
-        # channel (unconfined) runs before it, so its change is seen (test_attacks_exec.py, E3)
-        now = self.recorder.take_snapshot()
+        # unconfined, a request of its own, not an expression of the fork request: a request a child sent the
+        # kernel's shell channel runs before it, so its change is seen (test_attacks_exec.py, E3)
+        now, self._after_fork = self._after_fork or self.recorder.take_snapshot(), None
         if now.error is not None or state_key(now.variables) != state_key(list(checkpoint.namespace.values())):
             return "the replay's namespace"
         return None

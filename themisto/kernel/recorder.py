@@ -176,7 +176,7 @@ class Recorder:
             code,
             silent=False,
             timeout=self.options.timeout,
-            user_expressions={"snapshot": self._expression()},
+            user_expressions={"snapshot": self.snapshot_expression()},
             interrupt_after=interrupt_after,
         )
         restarted, self._restarted = self._restarted, False
@@ -277,7 +277,8 @@ class Recorder:
             self.restart()
         self.next_step += 1
 
-    def _expression(self) -> str:
+    def snapshot_expression(self) -> str:
+        """The ``user_expression`` named ``snapshot`` that :meth:`read_snapshot` reads from a request's reply."""
         return inject.snapshot_expression(self.snapshot_request())
 
     # what execution-checked scoring composes (themisto.kernel.forking)
@@ -296,9 +297,10 @@ class Recorder:
 
     def take_snapshot(self) -> Snapshot:
         """A snapshot of the namespace now, in a silent request of its own (as after a cell that raised)."""
-        execution = self.session.execute(
-            "", silent=True, timeout=self.options.timeout, user_expressions={"snapshot": self._expression()}
-        )
+        return self.read_snapshot(self.request({"snapshot": self.snapshot_expression()}, self.options.timeout))
+
+    def read_snapshot(self, execution: Execution) -> Snapshot:
+        """The snapshot a silent request's ``snapshot`` expression took; the kernel is restarted if it stopped."""
         if execution.broken:
             self.restart()
             return Snapshot([], error="the kernel stopped while taking the snapshot")

@@ -10,11 +10,12 @@ as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
 silent execute request. :func:`run` first opens every cell's code file and
 deletes it, so the kernel never holds a cell's text; then for each cell it:
 
-1. copies the kernel's working directory into a private folder (before the
-   fork, so the copy is not charged to the cell's time limit);
-2. forks the kernel process (``os.fork``): the child has the parent's whole
+1. forks the kernel process (``os.fork``): the child has the parent's whole
    state, copy-on-write, and the parent's state is untouched by what the child
    does;
+2. copies the kernel's working directory into the child's private folder while
+   the child gets ready (step 3, up to its cell), before the cell's time limit
+   starts;
 3. in the child: closes the other cells' code files, reads its own; moves into
    a process group of its own (so a timeout kills the child and whatever it
    started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
@@ -36,8 +37,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    ``Session`` objects with a capture, so every message the shell would publish
    (``display_data``, ``execute_result``, ``error`` tracebacks, ``clear_output``,
    comm traffic) is kept in order and nothing reaches the kernel's sockets;
-   moves into its copy of the working directory; limits OpenMP to one thread
-   (see :func:`single_threaded_openmp`); runs the cell with ``shell.run_cell(code, store_history=False)`` (no
+   limits OpenMP to one thread (see :func:`single_threaded_openmp`); waits for
+   the parent's go, then moves into its copy of the working directory; runs the cell with ``shell.run_cell(code, store_history=False)`` (no
    write to the history database, no execution count; the cell is only added to the in-memory history, where
    IPython looks for a trailing ``;``, see :func:`_as_last_input`); writes the outcome
    (status, error cut to the output budget, the captured messages) as a frame into its
@@ -57,8 +58,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    forked before the first cell runs (so no child is a copy of a kernel that
    holds another child's result, the reference's among them), cells run one
    at a time, and killed children are reaped (and their folders deleted) once
-   all cells of the request have run, or, those still exiting then, at the
-   start of the next request: an exit costs tens of milliseconds for a kernel
+   all cells of the request have run, or, those still exiting then, while the
+   next request's children get ready: an exit costs tens of milliseconds for a kernel
    that loaded pandas and scikit-learn (about 1,400 memory mappings to unmap),
    and overlaps the next cells, the scorer's comparisons and the replay's own
    cell instead of adding to them.
@@ -291,8 +292,8 @@ def _sessions(shell: Any) -> list[Any]:
     return list(found.values())
 
 
-def _isolate(capture: Capture, fd_output: int, cwd: str) -> None:
-    """Cut the child off from the kernel's channels and files: sessions, streams, file descriptors, cwd."""
+def _isolate(capture: Capture, fd_output: int) -> None:
+    """Cut the child off from the kernel's channels and files: sessions, streams, file descriptors."""
     from IPython import get_ipython
 
     shell = get_ipython()
@@ -307,7 +308,6 @@ def _isolate(capture: Capture, fd_output: int, cwd: str) -> None:
     os.dup2(fd_output, 2)
     os.close(fd_output)
     sys.stdout, sys.stderr = capture.streams["stdout"], capture.streams["stderr"]
-    os.chdir(cwd)
 
 
 # The omp_set_num_threads functions of the loaded OpenMP runtimes, found in the parent and called in each
@@ -407,10 +407,11 @@ def _child(
     os.mkdir(temporary)
     os.environ["TMPDIR"] = tempfile.tempdir = temporary
     capture = Capture(request.max_raw_output_chars)
-    _isolate(capture, fd_output, cwd)
+    _isolate(capture, fd_output)
     single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
     if os.read(go, 1) != b"g":  # the parent gave up on this cell
         return
+    os.chdir(cwd)  # the parent copied the folder while this process got ready
     shell = get_ipython()
     _as_last_input(shell, code)
     started = time.perf_counter()
@@ -610,13 +611,8 @@ class Child:
         self.pid = 0
         self.fault: ChildResult | None = None
         self.directory = tempfile.mkdtemp(prefix="p-", dir=request.scratch)
-        work = os.path.join(self.directory, "work")
-        try:
-            copy_tree(request.root, work)
-        except OSError as exc:
-            self.fault = _frame("fault", "OSError", f"cannot copy the working directory: {exc}")
-            return
-        cwd = _private_cwd(request.root, work)
+        self.work = os.path.join(self.directory, "work")
+        cwd = _private_cwd(request.root, self.work)
         openmp_setters()  # found here, in the parent, so each child only calls them
         prctl = _prctl()
         parent = os.getpid()
@@ -660,6 +656,15 @@ class Child:
         self.output = FdOutput(output_read, self.budget + 1)
         with contextlib.suppress(OSError):  # the child may already have done it, or exited
             os.setpgid(pid, pid)
+
+    def copy(self, root: str) -> None:
+        """Copy the kernel's working directory ``root`` into the child's folder, while the child gets ready (it
+        moves in on :meth:`start`); a child whose copy fails is killed, its result a fault."""
+        try:
+            copy_tree(root, self.work)
+        except OSError as exc:
+            self.kill()
+            self.fault = _frame("fault", "OSError", f"cannot copy the working directory: {exc}")
 
     def pipes(self) -> list[int]:
         """The kernel's ends of this child's pipes (none once it has been killed, or for a fault)."""
@@ -836,8 +841,6 @@ def run(request: ForkRequest) -> Any:
     reaped at the end (or at the next request, those still exiting), so their exits (unmapping a copy of a large
     kernel) overlap the next cells.
     """
-    while _DYING:  # they ended while the scorer compared the last request's results and ran the replay's cell
-        _DYING.pop().reap()
     code_fds: list[int] = []
     try:
         for path in request.code_files:
@@ -856,6 +859,12 @@ def run(request: ForkRequest) -> Any:
         for index, descriptor in enumerate(code_fds):
             os.close(descriptor)  # forked: the kernel keeps no way to the cells
             code_fds[index] = -1
+        # while the children get ready (namespaces, Landlock, their init), the kernel copies their folders and
+        # reaps the last request's, which ended while the scorer compared their results and ran the replay's cell
+        for child in children:
+            child.copy(request.root)
+        while _DYING:
+            _DYING.pop().reap()
         for child in children:
             child.start()
             results.append(child.collect())
