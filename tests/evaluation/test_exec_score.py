@@ -626,3 +626,18 @@ def test_a_working_folder_that_cannot_be_copied_fails_the_cells_alone(tmp_path: 
         assert "".join(m["content"].get("data", {}).get("text/plain", "") for m in again[0].messages) == "2"
         # the failed children's folders went with them (the last request's child is reaped by the next request)
         assert len([path for path in scratch.iterdir() if path.name.startswith("p-")]) <= 1
+
+
+def test_the_kernel_keeps_its_priority_when_its_children_exit_at_the_lowest(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "scratch").mkdir()
+    priorities = "import os\nos.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PGRP, 0)"
+    with ForkingSession("t", tmp_path / "work", RecordOptions(timeout=60), tmp_path / "scratch") as session:
+        before = session.run_cell(priorities, "c").output
+        # a child that reads its own priority while it runs: the kernel's, until it is killed
+        results = session.fork_run(["import os\nos.getpriority(os.PRIO_PROCESS, 0)", "1 + 1"])
+        assert results is not None and [result.status for result in results] == ["ok", "ok"]
+        shown = results[0].messages[-1]["content"]["data"]["text/plain"]
+        assert shown == before.strip("()").split(",")[0]
+        # the killed children's groups were made the lowest priority, never the kernel's own group
+        assert session.run_cell(priorities, "d").output == before
