@@ -130,11 +130,16 @@ class ForkingSession:
             snapshot=replace(self.recorder.snapshot_request(), announce=None),
         )
 
+    @property
+    def _checks_in_fork_request(self) -> bool:
+        """Whether the check after a forked run is an expression of the fork request: its children are confined."""
+        return self.recorder.sandbox.confined
+
     def fork_execution(self, codes: Sequence[str]) -> Execution:
         """The silent request whose user expression runs ``codes`` in forked children (``fork.run``)."""
         request = self.fork_request(codes)
         expressions = {"fork": inject.fork_run_expression(request)}
-        if request.confine:
+        if self._checks_in_fork_request:
             # evaluated after the fork's expression, once every child is dead: a confined child reaches none of
             # the kernel's channels (its sockets closed, no new Unix socket, no TCP), so no request of its
             # making can be waiting behind this one, and the check needs no round trip of its own
@@ -143,7 +148,7 @@ class ForkingSession:
             # Each child has its timeout for the cell and again for the snapshot, and a few seconds to answer
             # the parent between them; the copies take the rest, and the replay's own snapshot a timeout.
             limit = len(codes) * (2 * self.options.timeout + fork.ACK_SECONDS) + KERNEL_START_TIMEOUT
-            return self.recorder.request(expressions, limit + self.options.timeout * request.confine)
+            return self.recorder.request(expressions, limit + self.options.timeout * (len(expressions) - 1))
         finally:
             for path in request.code_files:  # the kernel deletes them; not if it never got to them
                 Path(path).unlink(missing_ok=True)
@@ -156,7 +161,7 @@ class ForkingSession:
         if execution.broken:
             self.recorder.restart()
             return None
-        if self.recorder.sandbox.confined:
+        if self._checks_in_fork_request:
             self._after_fork = self.recorder.read_snapshot(execution)
         answer = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("fork")
         if not isinstance(answer, dict) or answer.get("status") != "ok":

@@ -718,8 +718,8 @@ class Child:
         The child is reaped later (:meth:`reap`): until then its zombie keeps the group id from being reused.
         The group gets the lowest priority first: a killed process unmaps its copy of the kernel at its own
         priority, and two of them (the child and the process that ran the cell) otherwise take the CPU from
-        the kernel's answer and the scorer for several milliseconds (exec-score's overhead fell by about 5 ms
-        a prediction, ``docs/performance.md``).
+        the kernel's answer and the scorer for several milliseconds (exec-score's overhead per prediction fell
+        by 0.6 to 4.3 ms in two side-by-side runs, ``docs/performance.md``).
         """
         if self.pid and self._read >= 0:
             with contextlib.suppress(OSError):  # a process of the group it may not renice, or none left
