@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -102,3 +103,30 @@ def test_a_second_process_that_dies_without_an_answer_fails_the_build_in_one_lin
     with pytest.raises(RuntimeError, match=r"^the build's second process ended without an answer \(exit 3\)$"):
         build_dataset(corpus, tmp_path / "out", jobs=2)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_second_pass_runs_with_the_heap_frozen_and_puts_it_back(
+    corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    # a long-lived caller (a notebook, the tests) builds again and again: a freeze left behind would keep
+    # every object of every build out of the collector for good
+    choose = themisto.building.placebo.PlaceboStates.choose
+    frozen: list[int] = []
+
+    def record(self: themisto.building.placebo.PlaceboStates, *args: object) -> object:
+        frozen.append(gc.get_freeze_count())
+        if fails:
+            raise InputError("stop here")
+        return choose(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(themisto.building.placebo.PlaceboStates, "choose", record)
+    assert gc.get_freeze_count() == 0
+    if fails:
+        with pytest.raises(InputError, match="stop here"):
+            build_dataset(corpus, tmp_path / "out", jobs=1)
+    else:
+        build_dataset(corpus, tmp_path / "out", jobs=1)
+    # the selection, modules and caches of the caller are out of the pass's collections
+    assert frozen and min(frozen) > 10_000
+    assert gc.get_freeze_count() == 0
