@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -130,3 +134,86 @@ def test_the_second_pass_runs_with_the_heap_frozen_and_puts_it_back(
     # the selection, modules and caches of the caller are out of the pass's collections
     assert frozen and min(frozen) > 10_000
     assert gc.get_freeze_count() == 0
+
+
+def _batch_files(folder: Path) -> list[Path]:
+    return list(folder.glob("*/.batch-*.arrow"))
+
+
+def test_a_receiver_held_back_leaves_at_most_two_batch_files_and_none_after(
+    corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 64-step batches, a second process slowed at every step: unpaced, the first would leave a file per batch
+    monkeypatch.setattr(themisto.building.tables, "BATCH_ROWS", 64)
+    monkeypatch.setattr(themisto.building.parquet, "BATCH_ROWS", 64)
+    choose = themisto.building.placebo.PlaceboStates.choose
+
+    def slow(self: themisto.building.placebo.PlaceboStates, *args: object) -> object:
+        time.sleep(0.002)
+        return choose(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(themisto.building.placebo.PlaceboStates, "choose", slow)
+    seen: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(len(_batch_files(tmp_path)))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        build_dataset(corpus, tmp_path / "out", SelectionOptions(sample="all"), jobs=2)
+    finally:
+        done.set()
+        watcher.join()
+    assert max(seen) == themisto.building.tables.BATCHES_AHEAD  # the first process waited for the second
+    assert not _batch_files(tmp_path) and not list((tmp_path / "out").rglob(".batch-*"))
+
+
+def test_a_receipt_after_the_sender_has_finished_is_no_error(
+    corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one batch: the first process sends it, finishes and closes its end before the second takes it and answers
+    exchange = themisto.building.tables.exchange_batch
+
+    def late(examples: themisto.building.tables._TaskColumns, link: themisto.building.tables.PassLink) -> None:
+        if not examples.pairs:
+            time.sleep(1.0)
+        exchange(examples, link)
+
+    monkeypatch.setattr(themisto.building.tables, "exchange_batch", late)
+    one = build_dataset(corpus[:1], tmp_path / "one", SelectionOptions(sample="all"), jobs=1)
+    two = build_dataset(corpus[:1], tmp_path / "two", SelectionOptions(sample="all"), jobs=2)
+    assert two.rows == one.rows and _files(tmp_path / "one") == _files(tmp_path / "two")
+
+
+def test_an_error_of_the_first_process_alone_ends_the_second_and_is_the_builds_error(
+    corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # only the first process computes runtime_only. The second held the first's end of the link (inherited at the
+    # fork), so it waited for good for a batch that never came, and the build with it.
+    monkeypatch.setattr(themisto.building.tables, "BATCH_ROWS", 64)
+    monkeypatch.setattr(themisto.building.parquet, "BATCH_ROWS", 64)
+    calls = itertools.count()
+    original = themisto.building.tables.runtime_only
+
+    def fail_later(*args: str) -> bool:
+        if next(calls) > 200:  # in the second batch or later: the second process is waiting for one
+            raise InputError("the first process fails")
+        return original(*args)
+
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError("the build hung")
+
+    monkeypatch.setattr(themisto.building.tables, "runtime_only", fail_later)
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        with pytest.raises(InputError, match="^the first process fails$"):
+            build_dataset(corpus, tmp_path / "out", SelectionOptions(sample="all"), jobs=2)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert list(tmp_path.iterdir()) == []  # no output, no staging folder

@@ -25,9 +25,14 @@ entry, while an identical rebuild keeps its names (and its cache).
 splits stream straight into ``pyarrow`` Parquet writers with the configs' own
 schemas (``load_dataset`` sees the same features), in row groups of a fixed
 number of rows. With ``jobs=2`` that pass runs twice at once, in this process
-and a forked one, each rendering and writing only its own configs (the placebo
-arms in the second); each split's writer gets the tables a single pass gives
-it, so the files are the same bytes (``tests/building/test_parallel_build.py``).
+and a forked one, each writing only its own configs (``_SECOND_CONFIGS``: the
+placebo arms, the next-cell plain config and the raw steps in the second). The
+first renders the true prompt pairs and hands the second, batch by batch, what
+the configs share (the history, the targets, ``runtime_only``) and each step's
+prompt head as an Arrow file in the staging folder, which the second maps
+instead of rendering the history again. Each split's writer gets the tables a
+single pass gives it, so the files are the same bytes
+(``tests/building/test_parallel_build.py``).
 
 A build is atomic: it is written into a staging folder next to the output
 folder and swapped in with one ``renameat2(RENAME_EXCHANGE)``, so a build
@@ -73,11 +78,19 @@ from themisto.building.forked import Forked, error_of
 from themisto.building.prompts import RenderOptions
 from themisto.building.selection import Selection, SelectionOptions, select
 from themisto.building.summary import BuildSummary
-from themisto.building.tables import BATCH_ROWS, config_features, config_splits, iter_tables
+from themisto.building.tables import BATCH_ROWS, PassLink, config_features, config_splits, iter_tables
 from themisto.exceptions import InputError, OptionError, OutputError
 from themisto.filesystem import ExclusiveLock, exchange, lock_path, prepare_output_folder
 from themisto.progress import Progress
-from themisto.vocabulary import CONFIG_NAMES, OUTPUT_PREDICTION, PLACEBO_SUFFIX, RUNTIME_SUFFIX, TRAJECTORIES, arm_of
+from themisto.vocabulary import (
+    CONFIG_NAMES,
+    NEXT_CELL_PREDICTION,
+    OUTPUT_PREDICTION,
+    PLACEBO_SUFFIX,
+    RUNTIME_SUFFIX,
+    TRAJECTORIES,
+    arm_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +310,7 @@ class _Pass:
     staged: Path
 
     def write(
-        self, configs: Sequence[str], link: Connection | None, progress: Progress | None
+        self, configs: Sequence[str], link: PassLink | None, progress: Progress | None
     ) -> dict[tuple[str, str], int]:
         """Write the splits of ``configs`` and return their row counts (``link``: see ``iter_tables``)."""
         writers = {
@@ -306,38 +319,43 @@ class _Pass:
             for split in config_splits(config)
         }
         try:
-            written = 0
-            for piece in iter_tables(self.paths, self.chosen, self.selection, self.render, configs, link):
+            pieces = iter_tables(self.paths, self.chosen, self.selection, self.render, configs, link, progress)
+            for piece in pieces:
                 writers[piece.config, piece.split].write(piece.table)
-                if piece.config == TRAJECTORIES and progress is not None:  # one trajectories piece per batch of steps
-                    written += len(piece.table)
-                    progress("write", written, self.chosen.steps)
         finally:
             counts = {key: writer.close() for key, writer in writers.items()}
         return counts
 
 
-# The configs the second process writes: the placebo arms, whose choice of a state and second runtime block cost
-# about what the raw steps, the other arms' blocks and their larger share of the Parquet writing cost the first.
-_SECOND_CONFIGS = tuple(config for config in CONFIG_NAMES if arm_of(config) == PLACEBO_SUFFIX)
+# The configs the second process writes: the placebo arms, the next-cell task's plain config and the raw steps.
+# It receives the history and the prompt heads (exchange_batch), so a plain prompt costs it a join in Arrow; the
+# placebo's choice of a state and second runtime block, and the Parquet writing of four configs, cost about what
+# the first process's true prompt pairs, runtime_only, the batch files and its three configs cost it (measured:
+# the raw steps in the first, or both plain configs in the second, leave one process 0.5 to 1.5 s behind).
+_SECOND_CONFIGS = tuple(
+    config
+    for config in CONFIG_NAMES
+    if arm_of(config) == PLACEBO_SUFFIX or config in (TRAJECTORIES, NEXT_CELL_PREDICTION)
+)
 
 
 def _write_in_two(work: _Pass, progress: Progress | None) -> dict[tuple[str, str], int]:
-    """Write the placebo configs in a forked process and the others here, at once; every split's row count.
+    """Write the configs of ``_SECOND_CONFIGS`` in a forked process and the others here, at once; every split's
+    row count.
 
-    The first process sends each batch's ``runtime_only`` column to the second (``iter_tables``); the second
-    answers with its row counts or its error.
+    The first process sends each batch's shared columns and prompt heads to the second (``iter_tables``), as
+    files in the staging folder; the second answers with its row counts or its error.
     """
-    link_in, link_out = multiprocessing.get_context("fork").Pipe(duplex=False)
-    second = Forked("the build's second process", _second_process, work, link_in)
+    link_in, link_out = multiprocessing.get_context("fork").Pipe(duplex=True)  # batches one way, their receipts back
+    second = Forked("the build's second process", _second_process, work, PassLink(link_in, work.staged), link_out)
     link_in.close()
     first = tuple(config for config in CONFIG_NAMES if config not in _SECOND_CONFIGS)
     try:
         try:
-            counts = work.write(first, link_out, progress)
+            counts = work.write(first, PassLink(link_out, work.staged), progress)
         finally:
             link_out.close()  # where this process failed, the second one stops at its next batch
-    except BrokenPipeError as exc:  # the second process ended first: its error is the build's
+    except (BrokenPipeError, EOFError) as exc:  # the second process ended first: its error is the build's
         answer = second.answer()
         if "error" not in answer:
             raise
@@ -348,8 +366,11 @@ def _write_in_two(work: _Pass, progress: Progress | None) -> dict[tuple[str, str
     return {**counts, **{(config, split): count for config, split, count in second.result()}}
 
 
-def _second_process(work: _Pass, link: Connection) -> list[tuple[str, str, int]]:
-    """The second process of a two-process build: write the placebo configs; their row counts."""
+def _second_process(work: _Pass, link: PassLink, first_end: Connection) -> list[tuple[str, str, int]]:
+    """The second process of a two-process build: write the configs of ``_SECOND_CONFIGS``; their row counts."""
+    # the first process's end of the link, inherited: held open here, the end of file that tells this process the
+    # first one failed would never come, and the build would wait for it for good
+    first_end.close()
     return [(config, split, rows) for (config, split), rows in work.write(_SECOND_CONFIGS, link, None).items()]
 
 

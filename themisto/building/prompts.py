@@ -173,7 +173,7 @@ def render_pairs(examples: Sequence[Example], options: RenderOptions, head: str 
 
 def prompt_head(example: Example) -> str:
     """The start both prompts of an example share: the introduction, the environment line and the history."""
-    return _INTRO + render_environment(example.environment) + render_history(example.history)
+    return render_history(example.history, start=_INTRO + render_environment(example.environment))
 
 
 def read_names(example: Example) -> frozenset[str]:
@@ -226,21 +226,24 @@ def fence(text: str, lang: str = "") -> str:
     return f"{marks}{lang}\n{body}{marks}\n"
 
 
-def render_history(history: list[HistoryCell]) -> str:
+def render_history(history: list[HistoryCell], start: str = "") -> str:
     """The history part of a prompt: each cell's code and output, oldest first, or a note that there is none.
 
-    Executed cells are numbered; a restart marker becomes :data:`RESTART_LINE`.
+    Executed cells are numbered; a restart marker becomes :data:`RESTART_LINE`. ``start`` is text put before
+    it, in the same join (the history is about 12,000 characters, which a concatenation after would copy).
     """
     if not history:
-        return "Previous code cells and their outputs: none (this is the first cell executed).\n\n"
+        return start + "Previous code cells and their outputs: none (this is the first cell executed).\n\n"
+    title = start + "Previous code cells and their outputs:\n\n"
     bodies = [_render_cell(cell.code, cell.output) for cell in history]
     if RESTART_LINE not in bodies:  # the common case: one label per cell
-        labels = _cell_labels(len(bodies))
-        return "Previous code cells and their outputs:\n\n" + "".join(
-            [part for pair in zip(labels, bodies) for part in pair]
-        )
+        # labels and bodies interleaved by slice assignment, in C: half the time of a flattened zip
+        parts = [title] * (2 * len(bodies) + 1)
+        parts[1::2] = _cell_labels(len(bodies))
+        parts[2::2] = bodies
+        return "".join(parts)
     numbered = iter(_cell_labels(len(bodies) - bodies.count(RESTART_LINE)))
-    parts = ["Previous code cells and their outputs:\n\n"]
+    parts = [title]
     for body in bodies:
         parts += [body] if body is RESTART_LINE else [next(numbered), body]
     return "".join(parts)

@@ -19,14 +19,19 @@ writer of ``themisto build``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import os
+import tempfile
 from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import datasets
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from themisto.building.categories import Duplicates, runtime_only
 from themisto.building.history import Example, StepContext, iter_contexts
@@ -34,9 +39,9 @@ from themisto.building.placebo import KernelState, PlaceboStates, state_before
 from themisto.building.prompts import RenderOptions, prompt_head, render_pairs
 from themisto.building.selection import Selection, SelectionOptions
 from themisto.exceptions import InputError
+from themisto.progress import Progress
 from themisto.trajectory import STEP_SCHEMA, VARIABLE_SCHEMA, SchemaField, Step, Variable, schema_of
 from themisto.vocabulary import (
-    ARM_SUFFIXES,
     CONFIG_NAMES,
     PLACEBO_OF_COLUMN,
     PLACEBO_SUFFIX,
@@ -143,6 +148,26 @@ def trajectory_row(step: Step) -> dict[str, Any]:
     return row
 
 
+# Batches the sending pass may have sent that the receiving one has not taken: beyond them the sender waits, so
+# that a receiver held back leaves at most this many batch files (about 25 MB each) in the folder.
+BATCHES_AHEAD = 2
+
+
+@dataclass
+class PassLink:
+    """How the two passes of one build (``themisto build --jobs 2``) hand each other a batch's shared columns:
+    messages over ``connection`` (both ways), from the pass that renders the prompt pairs to the other, naming
+    Arrow files in ``folder``, and an acknowledgement back for each file taken (:func:`exchange_batch`)."""
+
+    connection: Connection
+    folder: Path
+    untaken: int = 0  # on the sending side: batches sent and not acknowledged
+
+
+# The column of a batch sent to the other pass that holds each step's prompt head (prompt_head).
+_HEAD_COLUMN = "head"
+
+
 class TablePiece(NamedTuple):
     """Consecutive rows of one split of one config."""
 
@@ -159,13 +184,15 @@ class _TaskColumns:
         render: RenderOptions,
         splits: SplitIds,
         duplicates: dict[tuple[str, str], Duplicates],
-        arms: frozenset[str] = frozenset(ARM_SUFFIXES),
+        configs: Collection[str] = CONFIG_NAMES,
     ) -> None:
         self.render = render
-        # the arms (ARM_SUFFIXES) whose columns are built; without the plain and runtime arms the prompt pairs
-        # are not rendered, and runtime_only comes from the process that renders them (see iter_tables)
-        self.arms = arms
-        self.pairs = bool(arms & {"", RUNTIME_SUFFIX})
+        # the task configs whose tables are built, and their arms (ARM_SUFFIXES), whose columns are: without the
+        # runtime arm the true prompt pairs are not rendered, and what the configs share, runtime_only included,
+        # comes from the process that renders them (see iter_tables)
+        self.configs = frozenset(config for config in configs if config != TRAJECTORIES)
+        self.arms = frozenset(arm_of(config) for config in self.configs)
+        self.pairs = RUNTIME_SUFFIX in self.arms
         self.splits = splits
         self.duplicates = duplicates  # per (task, split), kept across batches
         self.example_ids: list[str] = []
@@ -200,6 +227,8 @@ class _TaskColumns:
             for task in TASKS
         }
         self.runtime_only: dict[str, list[bool]] = {task: [] for task in TASKS}
+        self.heads: list[str] = []  # per step: the start of its prompts (prompt_head), for a pass that sends them
+        self.received: pa.RecordBatch | None = None  # the shared columns, where another pass sent them
         # per task, as the target's stability differs: an output may not reproduce, code always does
         self.stable: dict[str, list[bool | None]] = {task: [] for task in TASKS}
         # per task and split: the earlier example of the split with the same (code, target)
@@ -214,21 +243,35 @@ class _TaskColumns:
         ``placebo`` is the state its placebo block shows (None: none other known, the block is the true one).
         """
         examples = [context.example(task) for task in TASKS]
-        head = prompt_head(examples[0])
+        placebo_arm = PLACEBO_SUFFIX in self.arms
+        # a pass without the prompt pairs receives the columns both passes share, the history and each step's
+        # head from the pass that renders them (exchange_batch): it renders its prompts without the head
+        head = prompt_head(examples[0]) if self.pairs else ""
         # the placebo examples hold the placebo state: rendered alike, they differ from the runtime prompt in the
         # block alone; without a placebo state the placebo block is the true one
-        pairs = render_pairs(examples, self.render, head) if self.pairs or not placebo else None
+        pairs = render_pairs(examples, self.render, head) if self.pairs or not placebo or not placebo_arm else None
+        self.example_ids.append(context.example_id)
         placebos = None
-        if PLACEBO_SUFFIX in self.arms:
+        if placebo_arm:
             placebos = (
                 render_pairs([_with_state(e, placebo) for e in examples], self.render, head) if placebo else pairs
             )
+            assert placebos is not None  # the true pairs are rendered where there is no placebo state
             self.placebo_runtime.append(placebo.rows if placebo else runtime_rows)
             self.placebo_memory.append(placebo.memory_bytes if placebo else examples[0].memory_bytes_before)
             self.placebo_execution.append(placebo.execution_time if placebo else examples[0].execution_time_before)
             self.placebo_of.append(placebo.example_id if placebo else None)
+            for example, placebo_pair in zip(examples, placebos):
+                self.by_task[example.task]["placebo_text"].append(placebo_pair.runtime_text)
+                self.by_task[example.task]["with_placebo"].append(placebo_pair.with_runtime)
+        if not self.pairs:
+            if "" in self.arms:  # rendered without the head, a prompt pair's plain prompt is its question
+                for example, pair in zip(examples, placebos or pairs or ()):
+                    self.by_task[example.task]["plain"].append(pair.without_runtime)
+            return
+        assert pairs is not None  # rendered above
         step = context.step
-        self.example_ids.append(context.example_id)
+        self.heads.append(head)
         self.trajectory_ids.append(step.trajectory_id)
         self.steps.append(step.step)
         self.history_codes.extend([cell.code for cell in context.history])
@@ -241,23 +284,17 @@ class _TaskColumns:
         self.target_is_error.append(examples[0].target_is_error)
         self.output_kinds.append(examples[0].output_kind)
         self.step_kinds.append(examples[0].step_kind)
-        for index, example in enumerate(examples):
+        for example, pair in zip(examples, pairs):
             self.stable[example.task].append(example.stable)
             columns = self.by_task[example.task]
             columns["code"].append(example.code)
             columns["target"].append(example.target)
-            if self.pairs:
-                assert pairs is not None  # rendered above
-                pair = pairs[index]
-                columns["runtime_text"].append(pair.runtime_text)
-                columns["plain"].append(pair.without_runtime)
-                columns["with_runtime"].append(pair.with_runtime)
-                self.runtime_only[example.task].append(
-                    runtime_only(example.target, pair.runtime_text, pair.without_runtime)
-                )
-            if placebos is not None:
-                columns["placebo_text"].append(placebos[index].runtime_text)
-                columns["with_placebo"].append(placebos[index].with_runtime)
+            columns["runtime_text"].append(pair.runtime_text)
+            columns["plain"].append(pair.without_runtime)
+            columns["with_runtime"].append(pair.with_runtime)
+            self.runtime_only[example.task].append(
+                runtime_only(example.target, pair.runtime_text, pair.without_runtime)
+            )
             for split, ids in self.splits[example.task].items():
                 earlier = None
                 if example.example_id in ids:
@@ -266,16 +303,17 @@ class _TaskColumns:
                     )
                 self.duplicate_of[example.task][split].append(earlier)
 
-    def tables(self) -> dict[str, pa.Table]:
-        """One table per task config, all rows of the batch; ``duplicate_of`` as in the ``full`` split."""
-        schema = _TASK_SCHEMA
-        count = len(self)
-        history_type = schema.field("history").type
+    @functools.cached_property
+    def shared(self) -> dict[str, pa.Array]:
+        """The columns every task config has, and per task its own that no arm changes (``task/name``): built
+        here, or received with the batch where this pass renders no prompt pairs (:func:`exchange_batch`)."""
+        if self.received is not None:
+            return {name: self.received.column(name) for name in self.received.schema.names}
+        history_type = _TASK_SCHEMA.field("history").type
         history_cells = pa.StructArray.from_arrays(
             [pa.array(self.history_codes, pa.string()), pa.array(self.history_outputs, pa.string())],
             fields=list(history_type.value_type),
         )
-        runtime_type = schema.field("runtime").type
         shared = {
             "example_id": pa.array(self.example_ids, pa.string()),
             "trajectory_id": pa.array(self.trajectory_ids, pa.string()),
@@ -288,6 +326,29 @@ class _TaskColumns:
             "output_kind": pa.array(self.output_kinds, pa.string()),
             "step_kind": pa.array(self.step_kinds, pa.string()),
         }
+        for task, columns in self.by_task.items():
+            shared[f"{task}/code"] = pa.array(columns["code"], pa.string())
+            shared[f"{task}/target"] = pa.array(columns["target"], pa.string())
+            shared[f"{task}/stable"] = pa.array(self.stable[task], pa.bool_())
+            for split in SPLITS:
+                shared[f"{task}/duplicate_of/{split}"] = pa.array(self.duplicate_of[task][split], pa.string())
+            shared[f"{task}/{RUNTIME_ONLY_COLUMN}"] = pa.array(self.runtime_only[task], pa.bool_())
+        return shared
+
+    def _prompts(self, rendered: list[str]) -> pa.Array:
+        """A prompt column from its prompts as rendered here: without their heads where those came with the
+        batch, put in front in Arrow (a batch's prompts are about 12 MB)."""
+        prompts = pa.array(rendered, pa.string())
+        if self.received is None:
+            return prompts
+        return pc.binary_join_element_wise(self.received.column(_HEAD_COLUMN), prompts, "")
+
+    def tables(self) -> dict[str, pa.Table]:
+        """One table per task config, all rows of the batch; ``duplicate_of`` as in the ``full`` split."""
+        schema = _TASK_SCHEMA
+        count = len(self)
+        shared = self.shared
+        runtime_type = schema.field("runtime").type
         # the configs without runtime carry an empty state, no memory, no timing and no runtime block; each arm's
         # columns are built only where the arm is
         no_placebo = {PLACEBO_OF_COLUMN: pa.nulls(count, pa.string())}
@@ -314,13 +375,16 @@ class _TaskColumns:
             }
         tables = {}
         for task, columns in self.by_task.items():
-            per_task = {name: pa.array(columns[name], pa.string()) for name in ("code", "target")}
-            per_task["stable"] = pa.array(self.stable[task], pa.bool_())
-            per_task["duplicate_of"] = pa.array(self.duplicate_of[task]["full"], pa.string())
-            per_task[RUNTIME_ONLY_COLUMN] = pa.array(self.runtime_only[task], pa.bool_())
+            per_task = {
+                "code": shared[f"{task}/code"],
+                "target": shared[f"{task}/target"],
+                "stable": shared[f"{task}/stable"],
+                "duplicate_of": shared[f"{task}/duplicate_of/full"],
+                RUNTIME_ONLY_COLUMN: shared[f"{task}/{RUNTIME_ONLY_COLUMN}"],
+            }
             arms: dict[str, dict[str, pa.Array]] = {}
             if "" in self.arms:
-                arms[task] = {**without_runtime, **no_placebo, "prompt": pa.array(columns["plain"], pa.string())}
+                arms[task] = {**without_runtime, **no_placebo, "prompt": self._prompts(columns["plain"])}
             if RUNTIME_SUFFIX in self.arms:
                 arms[task + RUNTIME_SUFFIX] = {
                     **with_runtime,
@@ -332,9 +396,11 @@ class _TaskColumns:
                 arms[task + PLACEBO_SUFFIX] = {
                     **with_placebo,
                     "runtime_text": pa.array(columns["placebo_text"], pa.string()),
-                    "prompt": pa.array(columns["with_placebo"], pa.string()),
+                    "prompt": self._prompts(columns["with_placebo"]),
                 }
             for config, own in arms.items():
+                if config not in self.configs:  # a pass may write one task's config of an arm
+                    continue
                 table = {**shared, **per_task, **own}
                 tables[config] = pa.Table.from_pydict({name: table[name] for name in schema.names}, schema=schema)
         return tables
@@ -357,7 +423,8 @@ def iter_tables(
     selection: SelectionOptions,
     render: RenderOptions,
     configs: Collection[str] = CONFIG_NAMES,
-    link: Connection | None = None,
+    link: PassLink | None = None,
+    progress: Progress | None = None,
 ) -> Iterator[TablePiece]:
     """The configs ``configs`` (every one by default) of a build as table pieces, in trajectory order, in one pass.
 
@@ -365,21 +432,21 @@ def iter_tables(
     with ``selection``, whose history budget and masking the examples follow and whose seed draws the
     placebo states. Every config's pieces are those a pass over all configs yields, whatever ``configs``
     holds, so two processes can each write some of the configs of one build (``themisto build --jobs``).
-    Each task config has the ``runtime_only`` column, which needs the runtime blocks: a pass whose configs
-    lack the plain and runtime arms receives it, batch after batch, over ``link`` from a pass that has
-    them, which sends it there.
+    A pass whose configs lack the runtime arm receives, batch after batch over ``link``, what the task configs
+    share (ids, history, targets, the ``runtime_only`` column, which needs the runtime blocks) and each step's
+    prompt head from a pass that has it, which sends them there (:func:`exchange_batch`). ``progress`` is told
+    the steps read (``"write"``) after each batch's pieces are taken.
     """
-    arms = frozenset(arm_of(config) for config in configs if config != TRAJECTORIES)
     splits: SplitIds = {
         task: {"test": set(chosen.tasks[task].test), "full": set(chosen.tasks[task].full)} for task in TASKS
     }
     eligible = set().union(*(ids["full"] for ids in splits.values()))
     duplicates = {(task, split): Duplicates() for task in TASKS for split in SPLITS}
     steps: list[dict[str, Any]] = []
-    examples = _TaskColumns(render, splits, duplicates, arms)
+    examples = _TaskColumns(render, splits, duplicates, configs)
     if not examples.pairs and link is None:
-        raise ValueError("a pass without the plain and runtime arms needs the link that sends their runtime_only")
-    placebos = PlaceboStates(selection.seed, render.max_runtime_chars) if PLACEBO_SUFFIX in arms else None
+        raise ValueError("a pass without the runtime arm needs the link that sends it what the configs share")
+    placebos = PlaceboStates(selection.seed, render.max_runtime_chars) if PLACEBO_SUFFIX in examples.arms else None
     rows = TRAJECTORIES in configs
     before: list[dict[str, Any]] = []  # the previous step's snapshot as variable rows
     count = 0
@@ -403,23 +470,51 @@ def iter_tables(
             before = [variable_row(v) for v in context.step.runtime]
         if count % BATCH_ROWS == 0:
             yield from _pieces(steps, examples, splits, configs, link)
-            steps, examples = [], _TaskColumns(render, splits, duplicates, arms)
+            if progress is not None:
+                progress("write", count, chosen.steps)
+            steps, examples = [], _TaskColumns(render, splits, duplicates, configs)
     if count % BATCH_ROWS:
         yield from _pieces(steps, examples, splits, configs, link)
+        if progress is not None:
+            progress("write", count, chosen.steps)
     if count != chosen.steps:
         # e.g. a recording still appending to a file: the selection no longer describes the input
         raise InputError(f"the trajectories changed during the build ({chosen.steps} steps, then {count}); build again")
 
 
-def _exchange_runtime_only(examples: _TaskColumns, link: Connection) -> None:
-    """Send a batch's ``runtime_only`` column over ``link``, or receive it where the batch has no prompt pairs."""
+def exchange_batch(examples: _TaskColumns, link: PassLink) -> None:
+    """Send a batch's shared columns over ``link``, or receive them where the batch has no prompt pairs.
+
+    They go as an Arrow file in ``link.folder``, named in a message over ``link.connection``: the receiving pass
+    maps it (no copy, no parsing), deletes it and acknowledges. A batch's history and heads are about 25 KB a
+    step, which a pipe copies twice and would make the sender wait for the receiver at every batch.
+    """
     if examples.pairs:
-        link.send_bytes(json.dumps([examples.example_ids[:1], examples.runtime_only]).encode())
+        while link.untaken >= BATCHES_AHEAD:  # an end of file here is the receiver's end: its error is the build's
+            link.connection.recv_bytes()
+            link.untaken -= 1
+        batch = pa.RecordBatch.from_pydict({**examples.shared, _HEAD_COLUMN: pa.array(examples.heads, pa.string())})
+        handle, name = tempfile.mkstemp(prefix=".batch-", suffix=".arrow", dir=link.folder)
+        with os.fdopen(handle, "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        link.connection.send_bytes(json.dumps([examples.example_ids[:1], len(examples), Path(name).name]).encode())
+        link.untaken += 1
         return
-    first, runtime_only = json.loads(link.recv_bytes())
-    if first != examples.example_ids[:1] or any(len(runtime_only[task]) != len(examples) for task in TASKS):
+    first, count, name = json.loads(link.connection.recv_bytes())
+    if first != examples.example_ids[:1] or count != len(examples):
         raise RuntimeError("the build's two passes disagree on a batch's examples")
-    examples.runtime_only = runtime_only
+    path = link.folder / Path(name).name
+    try:
+        received = pa.ipc.open_file(pa.memory_map(str(path))).get_batch(0)
+    finally:
+        path.unlink(missing_ok=True)  # the mapping lasts as long as the batch's columns are used
+    if not received.column("example_id").equals(pa.array(examples.example_ids, pa.string())):
+        raise RuntimeError("the build's two passes disagree on a batch's examples")
+    examples.received = received
+    try:
+        link.connection.send_bytes(b"")  # taken: the sender may send one more
+    except BrokenPipeError:  # it has sent its last batch and closed its end (had it failed, the next batch says so)
+        pass
 
 
 def _pieces(
@@ -427,12 +522,12 @@ def _pieces(
     examples: _TaskColumns,
     splits: SplitIds,
     configs: Collection[str],
-    link: Connection | None,
+    link: PassLink | None,
 ) -> Iterator[TablePiece]:
     if TRAJECTORIES in configs:
         yield TablePiece(TRAJECTORIES, TRAJECTORY_SPLIT, pa.Table.from_pylist(steps, schema=_TRAJECTORY_SCHEMA))
     if link is not None:
-        _exchange_runtime_only(examples, link)
+        exchange_batch(examples, link)
     if not len(examples):
         return
     ids = examples.example_ids
@@ -445,7 +540,7 @@ def _pieces(
             yield TablePiece(config, "full", table if len(in_full) == len(ids) else table.take(in_full))
         if in_test:
             # duplicates are counted within the split: the test split has its own first examples
-            test_duplicates = pa.array([examples.duplicate_of[task]["test"][i] for i in in_test], pa.string())
+            test_duplicates = examples.shared[f"{task}/duplicate_of/test"].take(in_test)
             yield TablePiece(
                 config,
                 "test",
