@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from synthetic import synthetic_steps, write_corpus, write_steps
 
+import themisto.building.categories
 import themisto.building.parquet
 import themisto.building.placebo
 import themisto.building.selection
@@ -197,7 +198,7 @@ def test_an_error_of_the_first_process_alone_ends_the_second_and_is_the_builds_e
     monkeypatch.setattr(themisto.building.tables, "BATCH_ROWS", 64)
     monkeypatch.setattr(themisto.building.parquet, "BATCH_ROWS", 64)
     calls = itertools.count()
-    original = themisto.building.tables.runtime_only
+    original = themisto.building.categories.runtime_only
 
     def fail_later(*args: str) -> bool:
         if next(calls) > 200:  # in the second batch or later: the second process is waiting for one
