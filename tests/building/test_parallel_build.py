@@ -6,6 +6,8 @@ import gc
 import itertools
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -218,3 +220,42 @@ def test_an_error_of_the_first_process_alone_ends_the_second_and_is_the_builds_e
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert list(tmp_path.iterdir()) == []  # no output, no staging folder
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie that no one reaps, as an orphan's may be in a container, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_build_killed_while_writing_leaves_no_second_process_behind(tmp_path: Path) -> None:
+    # the orphan held the killed parent's end of the link: it never saw the end of file, and waited for good
+    corpus = write_corpus(tmp_path / "in", trajectories=12, steps_each=500)
+    build = subprocess.Popen(
+        [sys.executable, "-m", "themisto", "build", str(corpus[0].parent), "-o", str(tmp_path / "out"), "-q"],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _batch_files(tmp_path) and time.monotonic() < deadline:  # a batch file: both processes write
+            assert build.poll() is None, "the build ended before it was killed"
+            time.sleep(0.01)
+        second = _children(build.pid)
+        assert len(second) == 1, second
+    finally:
+        build.kill()
+        build.wait()
+    deadline = time.monotonic() + 10
+    while _running(second[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _running(second[0])
+    if left:
+        os.kill(second[0], signal.SIGKILL)  # no process of the test outlives it
+    assert not left
