@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
+from themisto.building import prompts
 from themisto.building.history import RESTART_CELL, Example, HistoryCell, imported_environment, imported_modules
 from themisto.building.prompts import (
     MIN_REPR_CHARS,
@@ -270,3 +272,44 @@ def test_when_the_variables_read_do_not_fit_whole_their_reprs_are_cut_shorter(ru
     assert {f"v{i}" for i in range(1, 7)} <= set(shown)
     shortest = MIN_REPR_CHARS - len(PROMPT_REPR_TRUNCATION_MARK)  # a cut repr ends with the mark, which reading drops
     assert all(shown[f"v{i}"].repr_truncated and shortest <= len(shown[f"v{i}"].repr) < 300 for i in range(1, 7))
+
+
+_DESCRIBED = Variable(
+    "frame", "pandas.DataFrame", 900, "   a\n0  1", shape=[1, 1], len=1, description="columns: a int64"
+)
+
+
+@pytest.mark.parametrize("runtime_format", ["text", "json"])
+def test_a_rendered_entry_is_reused_only_for_a_variable_described_alike(runtime_format: str) -> None:
+    # blocks of variables that differ from the first in one fact each, rendered after it: each block must be the
+    # one rendered with nothing cached, whatever entry the first left behind
+    options = RenderOptions(runtime_format=runtime_format)
+    variants = [
+        _DESCRIBED,
+        dataclasses.replace(_DESCRIBED, name="other"),
+        dataclasses.replace(_DESCRIBED, type="pandas.Series"),
+        dataclasses.replace(_DESCRIBED, size_bytes=901),
+        dataclasses.replace(_DESCRIBED, size_bytes=None),
+        dataclasses.replace(_DESCRIBED, shape=[1, 2]),
+        dataclasses.replace(_DESCRIBED, shape=None),
+        dataclasses.replace(_DESCRIBED, len=2),
+        dataclasses.replace(_DESCRIBED, repr="   a\n0  2"),
+        dataclasses.replace(_DESCRIBED, repr_truncated=True),
+        dataclasses.replace(_DESCRIBED, description="columns: b int64"),
+        dataclasses.replace(_DESCRIBED, description=None),
+    ]
+    for described in (True, False):
+        chosen = dataclasses.replace(options, descriptions=described)
+        for limit in (options.prompt_repr_chars, MIN_REPR_CHARS):
+            blocks = [
+                render_runtime([variable], dataclasses.replace(chosen, prompt_repr_chars=limit), [])
+                for variable in variants
+            ]
+            prompts._ENTRIES.clear()
+            fresh = []
+            for variable in variants:
+                fresh.append(render_runtime([variable], dataclasses.replace(chosen, prompt_repr_chars=limit), []))
+                prompts._ENTRIES.clear()
+            assert blocks == fresh
+            if described and limit == options.prompt_repr_chars:  # every fact shows: each block is another
+                assert len(set(blocks)) == len(blocks)

@@ -13,7 +13,7 @@ import pytest
 from themisto.cli import main
 from themisto.kernel.recorder import Recorder
 from themisto.recording.fidelity import excerpts
-from themisto.recording.instability import instability_causes
+from themisto.recording.instability import CLOCK_CALL, CLOCK_WORDS, calls_clock, instability_causes
 from themisto.recording.options import RecordOptions
 from themisto.trajectory import Step, TrajectoryWriter, read_trajectory
 
@@ -227,6 +227,44 @@ def test_excerpts_centre_on_the_first_difference() -> None:
 )
 def test_instability_causes(outputs: list[str], code: str, since_restart: str, causes: list[str]) -> None:
     assert instability_causes(outputs, code, since_restart) == causes
+
+
+_CLOCK_CODES = [
+    "t = time()",
+    "t0 = time.time ()",
+    "perf_counter_ns()",
+    "time.monotonic_ns()",
+    "x = process_time()",
+    "datetime.now()",
+    "datetime.datetime.utcnow ( )",
+    "%timeit f()",
+    "%%time\nf()",
+    "for i in tqdm(xs): pass",
+    "from tqdm import tqdm",
+    "runtime(3)",  # "time" inside a word: no clock call, though the word is there
+    "uptime = 3",
+    "nowhere()",
+    "snow(1)",
+    "%times",
+    "tqdm_notebook",
+    "import datetime",
+    "x = 1",
+    "",
+]
+
+
+@pytest.mark.parametrize("code", _CLOCK_CODES)
+def test_calls_clock_answers_as_the_clock_pattern_alone(code: str) -> None:
+    # the words only rule out code that has none: the pattern decides wherever one is there
+    assert calls_clock(code) == (CLOCK_CALL.search(code) is not None)
+
+
+def test_every_clock_pattern_alternative_holds_a_clock_word() -> None:
+    # a pattern alternative without any of the words would be ruled out before it is tried
+    for alternative in CLOCK_CALL.pattern.split("|"):
+        assert any(word in alternative.replace("\\", "") for word in CLOCK_WORDS), alternative
+    matched = [code for code in _CLOCK_CODES if CLOCK_CALL.search(code)]
+    assert len(matched) == 11 and all(calls_clock(code) for code in matched)
 
 
 # --- writing in place and bad input ------------------------------------------------------------

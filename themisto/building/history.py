@@ -43,6 +43,17 @@ class HistoryCell:
         """What the cell costs of the history budget: its code and output lengths."""
         return len(self.code) + len(self.output)
 
+    @functools.cached_property
+    def rendered(self) -> str:
+        """The cell as a prompt's history shows it (:func:`themisto.building.prompts.render_cell`).
+
+        Rendered once per cell, which then stays in the windows of many consecutive steps (about 86 in the
+        synthetic corpus): looked up here, not in a cache keyed by its text, whose key a lookup hashes.
+        """
+        from themisto.building.prompts import render_cell  # prompts imports this module
+
+        return render_cell(self.code, self.output)
+
 
 # The history cell that stands for a kernel restart: the marker as code, no output.
 RESTART_CELL = HistoryCell(RESTART_MARKER, "")

@@ -26,11 +26,10 @@ splits stream straight into ``pyarrow`` Parquet writers with the configs' own
 schemas (``load_dataset`` sees the same features), in row groups of a fixed
 number of rows. With ``jobs=2`` that pass runs twice at once, in this process
 and a forked one, each writing only its own configs (``_SECOND_CONFIGS``: the
-placebo arms, the next-cell plain config and the raw steps in the second). The
-first renders the true prompt pairs and hands the second, batch by batch, what
-the configs share (the history, the targets, ``runtime_only``) and each step's
-prompt head as an Arrow file in the staging folder, which the second maps
-instead of rendering the history again. Each split's writer gets the tables a
+placebo arms in the second). The first renders the true prompt pairs and hands
+the second, batch by batch, what the configs share (the targets,
+``runtime_only``) and each step's prompt head as an Arrow file in the staging
+folder, which the second maps instead of rendering the history again. Each split's writer gets the tables a
 single pass gives it, so the files are the same bytes
 (``tests/building/test_parallel_build.py``).
 
@@ -84,11 +83,9 @@ from themisto.filesystem import ExclusiveLock, exchange, lock_path, prepare_outp
 from themisto.progress import Progress
 from themisto.vocabulary import (
     CONFIG_NAMES,
-    NEXT_CELL_PREDICTION,
     OUTPUT_PREDICTION,
     PLACEBO_SUFFIX,
     RUNTIME_SUFFIX,
-    TRAJECTORIES,
     arm_of,
 )
 
@@ -327,16 +324,12 @@ class _Pass:
         return counts
 
 
-# The configs the second process writes: the placebo arms, the next-cell task's plain config and the raw steps.
-# It receives the history and the prompt heads (exchange_batch), so a plain prompt costs it a join in Arrow; the
-# placebo's choice of a state and second runtime block, and the Parquet writing of four configs, cost about what
-# the first process's true prompt pairs, runtime_only, the batch files and its three configs cost it (measured:
-# the raw steps in the first, or both plain configs in the second, leave one process 0.5 to 1.5 s behind).
-_SECOND_CONFIGS = tuple(
-    config
-    for config in CONFIG_NAMES
-    if arm_of(config) == PLACEBO_SUFFIX or config in (TRAJECTORIES, NEXT_CELL_PREDICTION)
-)
+# The configs the second process writes: the placebo arms. It receives the prompt heads (exchange_batch); the
+# placebo's choice of a state and its runtime blocks, and the Parquet writing of two configs, cost about what the
+# first process's true prompt pairs, runtime_only, the batch files and its five configs cost it (measured on
+# 20,000 synthetic steps, each process's CPU in one run: the raw steps or the next-cell plain config in the
+# second leave it 0.3 to 0.6 s behind; docs/performance.md).
+_SECOND_CONFIGS = tuple(config for config in CONFIG_NAMES if arm_of(config) == PLACEBO_SUFFIX)
 
 
 def _write_in_two(work: _Pass, progress: Progress | None) -> dict[tuple[str, str], int]:

@@ -431,9 +431,9 @@ def is_figure_text(output: str) -> bool:
 def shows_timing(code: str, output: str) -> bool:
     """Whether a step measures time (``%time``, ``time.time()``, ``perf_counter``, ``tqdm``) and its output shows a
     duration (``1.2 ms``, ``3 s``): the rules :func:`themisto.recording.instability.instability_causes` names ``time`` by."""
-    from themisto.recording.instability import CLOCK_CALL, DURATION
+    from themisto.recording.instability import DURATION, calls_clock
 
-    return bool(CLOCK_CALL.search(code)) and bool(DURATION.search(output))
+    return calls_clock(code) and DURATION.search(output) is not None
 
 
 def stability_counts(flags: Iterable[bool | None]) -> tuple[int, int, int]:

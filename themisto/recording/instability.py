@@ -25,6 +25,16 @@ _SEED = re.compile(r"\bseed\s*\(|\b(?:random_state|seed)\s*=|\b(?:default_rng|Ra
 CLOCK_CALL = re.compile(
     r"\btime\s*\(|\bperf_counter|\bmonotonic|\bprocess_time|\bnow\s*\(|\butcnow\s*\(|%%?timeit\b|%%?time\b|\btqdm\b"
 )
+# Words every match of CLOCK_CALL holds: code with none of them calls no clock, which `in` tells in 0.15 µs where
+# the pattern, whose alternatives share no literal start, takes 4 µs (a build asks it of every step).
+CLOCK_WORDS = ("time", "perf_counter", "monotonic", "now", "tqdm")
+
+
+def calls_clock(code: str) -> bool:
+    """Whether ``code`` reads a clock or times itself (:data:`CLOCK_CALL`)."""
+    return any(word in code for word in CLOCK_WORDS) and CLOCK_CALL.search(code) is not None
+
+
 _DATE_CALL = re.compile(r"\btoday\s*\(")
 _ID_CALL = re.compile(r"\bid\s*\(")
 _HASH_CALL = re.compile(r"\bhash\s*\(")
@@ -77,7 +87,7 @@ def instability_causes(outputs: Sequence[str], code: str, code_since_restart: st
     found: set[str] = set()
     if _RANDOM_CALL.search(code) and not _SEED.search(code_since_restart):
         found.add("random")
-    if CLOCK_CALL.search(code) or _tokens_differ(distinct, _TIME):
+    if calls_clock(code) or _tokens_differ(distinct, _TIME):
         found.add("time")
     if _DATE_CALL.search(code) or _tokens_differ(distinct, _DATE):
         found.add("date")
