@@ -285,12 +285,63 @@ def _key_rules(keys: tuple[str, ...]) -> tuple[_Rule, ...]:
 def _records(cls: type[_Record], items: list[Any], what: str) -> list[_Record]:
     """``items`` validated and built as records of ``cls``; an error names the item (``what[i]``)."""
     rules = _rules(cls)
+    plain = _plain_checks(cls)
     try:
-        return [cls(**_check_fields(item, rules, what)) for item in items]
+        records = []
+        for item in items:
+            if plain is not None and type(item) is dict and item.keys() == plain[0] and _plain(item, plain[1]):
+                # what __init__ would build from the same fields (the runtime's variables: most items of a build)
+                record = object.__new__(cls)
+                record.__dict__ = item
+                records.append(record)
+            else:
+                records.append(cls(**_check_fields(item, rules, what)))
+        return records
     except TrajectoryError:
         for index, item in enumerate(items):  # again, to say which item: only on the way to an error
             _check_fields(item, rules, f"{what}[{index}]")
         raise
+
+
+_PlainChecks = tuple[frozenset[str], tuple[tuple[str, frozenset[type], frozenset[type] | None], ...]]
+
+
+_PLAIN_CHECKS: dict[type, _PlainChecks | None] = {}  # per schema dataclass, derived on first use
+
+
+def _plain_checks(cls: type) -> _PlainChecks | None:
+    """The field names of ``cls`` and each field's kinds and item kinds, for records told valid at once
+    (:func:`_plain`); None for a class whose records hold records or objects, or that checks itself after
+    ``__init__``: those go field by field."""
+    if cls not in _PLAIN_CHECKS:
+        rules = _rules(cls)
+        plain = not hasattr(cls, "__post_init__") and all(rule.record is None and not rule.keys for rule in rules)
+        _PLAIN_CHECKS[cls] = (
+            (frozenset(rule.name for rule in rules), tuple((rule.name, rule.kinds, rule.item) for rule in rules))
+            if plain
+            else None
+        )
+    return _PLAIN_CHECKS[cls]
+
+
+def _plain(record: dict[str, Any], checks: tuple[tuple[str, frozenset[type], frozenset[type] | None], ...]) -> bool:
+    """Whether every field of ``record`` (which has them all) and every item of its lists is of the common case
+    :func:`_check_fields` accepts inline: then it accepts the record, and builds what ``__init__`` would. False
+    sends the record to it, which decides (and says why)."""
+    for name, kinds, item_kinds in checks:
+        value = record[name]
+        kind = type(value)
+        if not (kind in kinds and (value.isascii() if kind is str else kind is not int or -_INT64 <= value < _INT64)):
+            return False
+        if item_kinds is not None and kind is list:
+            for item in value:
+                kind = type(item)
+                if not (
+                    kind in item_kinds
+                    and (item.isascii() if kind is str else kind is not int or -_INT64 <= item < _INT64)
+                ):
+                    return False
+    return True
 
 
 def _value_problem(value: Any, kinds: frozenset[type]) -> str:

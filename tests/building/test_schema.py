@@ -14,6 +14,7 @@ import pytest
 from repository import REPOSITORY
 from synthetic import synthetic_steps
 
+from themisto import trajectory
 from themisto.building.card import field_list
 from themisto.building.card_reading import parquet_path
 from themisto.building.tables import TRAJECTORY_FEATURES, record_features, trajectory_row
@@ -23,6 +24,7 @@ from themisto.trajectory import (
     VARIABLE_SCHEMA,
     SchemaField,
     Step,
+    Variable,
     column,
     record_from_dict,
     schema_of,
@@ -93,6 +95,36 @@ def test_every_declared_field_is_validated_by_its_declaration(field: SchemaField
         declared = {f.name: f for f in dataclasses.fields(holder)}[field.name]
         default = declared.default if declared.default is not dataclasses.MISSING else declared.default_factory()  # type: ignore[operator]
         assert getattr(holder, field.name) == default
+
+
+# Values a hostile or careless writer may put in any field: each kind's edge (an int past 64 bits, a bool for an
+# int, text that is not ASCII, a lone surrogate), and lists whose items are such values.
+_HOSTILE = [None, True, False, 0, -(2**63), 2**63 - 1, 2**63, -(2**63) - 1, 1.5, "", "x", "é", "\ud800", [], [1, 2]]
+_HOSTILE += [[True], [2**63], ["1"], [1.0], [[1]], {}, {"a": "b"}]
+
+
+def _built_field_by_field(record: dict[str, Any]) -> Any:
+    """What the variable checks build of ``record`` without the shortcut for plain records, or the error."""
+    try:
+        return Variable(**trajectory._check_fields(record, trajectory._rules(Variable), "step runtime"))
+    except TrajectoryError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("field", [field.name for field in VARIABLE_SCHEMA])
+def test_a_variable_with_every_field_is_built_or_refused_as_the_field_by_field_checks_do(field: str) -> None:
+    # the shortcut for a variable with exactly the schema's fields must accept what the checks accept, build the
+    # same object and reject what they reject, with the same message
+    for value in _HOSTILE:
+        variable = {**full_record()["runtime"][0], field: value}
+        expected = _built_field_by_field(copy.deepcopy(variable))
+        try:
+            got: Any = step_from_dict({**full_record(), "runtime": [variable]}).runtime[0]
+        except TrajectoryError as exc:
+            got = str(exc).replace("runtime[0]", "runtime")  # the item named, as the error path says
+        assert got == expected, (field, value)
+        if isinstance(got, Variable):
+            assert vars(got) == vars(expected) and type(got) is Variable
 
 
 def test_the_required_fields_are_the_designs() -> None:
