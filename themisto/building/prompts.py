@@ -220,7 +220,8 @@ def referencing_code(example: Example, options: RenderOptions) -> list[str]:
 
 def fence(text: str, lang: str = "") -> str:
     """A Markdown code block around ``text``, with a fence longer than any backtick run inside."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    # most text holds no backtick: `in` says so without the pattern (a build fences every cell and question)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0) if "`" in text else 0
     marks = "`" * max(3, longest + 1)
     body = text if text.endswith("\n") or not text else text + "\n"
     return f"{marks}{lang}\n{body}{marks}\n"
