@@ -185,7 +185,11 @@ def test_runtime_only_is_its_definition_over_whole_word_tokens() -> None:
         only_in_block = set(token.findall(block)) - set(token.findall(plain))
         expected = any(word in only_in_block for word in token.findall(target))
         assert runtime_only(target, block, plain) is expected, (target, block, plain)
+        # the plain prompt given as a head and the rest, cut anywhere (inside a token too): the same answer
+        cut = rng.randint(0, len(plain))
+        assert runtime_only(target, block, plain[cut:], plain[:cut]) is expected, (target, block, plain, cut)
     assert runtime_only("a1", "a1", "ba1_ a1b") and not runtime_only("a1", "a1", "b a1.")
+    assert runtime_only("a1", "a1", "1b", "b a") and not runtime_only("a1", "a1", "1 b", "b a")  # a token across
 
 
 def test_runtime_only_marks_targets_with_a_token_only_the_block_holds(data_dir: Path) -> None:

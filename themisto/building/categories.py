@@ -151,16 +151,20 @@ class Duplicates:
 _TOKEN = re.compile(r"\w+")
 
 
-def runtime_only(target: str, runtime_block: str, plain_prompt: str) -> bool:
-    """Whether ``target`` holds a token that appears in ``runtime_block`` and nowhere in ``plain_prompt``.
+def runtime_only(target: str, runtime_block: str, plain_prompt: str, head: str = "") -> bool:
+    """Whether ``target`` holds a token that appears in ``runtime_block`` and nowhere in the plain prompt,
+    ``head + plain_prompt`` (a prompt's start, given apart where it is held apart).
 
     Such a target can be copied from the block and from nothing else a model is shown: the stratum where
     runtime information is needed, not merely helpful.
     """
+    if head and _WORD.match(head, len(head) - 1):  # a token could run across the two: look in them joined
+        plain_prompt, head = head + plain_prompt, ""
     # the target is short and the block and the plain prompt are long: tokenise the target and look only
-    # its tokens up in the block and the prompt (str.find), rather than tokenising either
+    # its tokens up in the block and the prompt (str.find), rather than tokenising either; a head that ends
+    # in no word character ends every token before it, so the prompt's parts are looked in one by one
     return any(
-        _has_token(runtime_block, token) and not _has_token(plain_prompt, token)
+        _has_token(runtime_block, token) and not _has_token(head, token) and not _has_token(plain_prompt, token)
         for token in set(_TOKEN.findall(target))
     )
 
