@@ -303,7 +303,9 @@ def _records(cls: type[_Record], items: list[Any], what: str) -> list[_Record]:
         raise
 
 
-_PlainChecks = tuple[frozenset[str], tuple[tuple[str, frozenset[type], frozenset[type] | None], ...]]
+# per field: its name, its kinds and its items' kinds (None: not a list of values)
+_FieldCheck = tuple[str, frozenset[type], frozenset[type] | None]
+_PlainChecks = tuple[frozenset[str], tuple[_FieldCheck, ...]]
 
 
 _PLAIN_CHECKS: dict[type, _PlainChecks | None] = {}  # per schema dataclass, derived on first use
@@ -324,7 +326,7 @@ def _plain_checks(cls: type) -> _PlainChecks | None:
     return _PLAIN_CHECKS[cls]
 
 
-def _plain(record: dict[str, Any], checks: tuple[tuple[str, frozenset[type], frozenset[type] | None], ...]) -> bool:
+def _plain(record: dict[str, Any], checks: tuple[_FieldCheck, ...]) -> bool:
     """Whether every field of ``record`` (which has them all) and every item of its lists is of the common case
     :func:`_check_fields` accepts inline: then it accepts the record, and builds what ``__init__`` would. False
     sends the record to it, which decides (and says why)."""
@@ -333,14 +335,9 @@ def _plain(record: dict[str, Any], checks: tuple[tuple[str, frozenset[type], fro
         kind = type(value)
         if not (kind in kinds and (value.isascii() if kind is str else kind is not int or -_INT64 <= value < _INT64)):
             return False
-        if item_kinds is not None and kind is list:
-            for item in value:
-                kind = type(item)
-                if not (
-                    kind in item_kinds
-                    and (item.isascii() if kind is str else kind is not int or -_INT64 <= item < _INT64)
-                ):
-                    return False
+        # the items as _check_fields checks them
+        if item_kinds is not None and kind is list and any(_value_problem(item, item_kinds) for item in value):
+            return False
     return True
 
 

@@ -29,9 +29,9 @@ and a forked one, each writing only its own configs (``_SECOND_CONFIGS``: the
 placebo arms in the second). The first renders the true prompt pairs and hands
 the second, batch by batch, what the configs share (the targets,
 ``runtime_only``) and each step's prompt head as an Arrow file in the staging
-folder, which the second maps instead of rendering the history again. Each split's writer gets the tables a
-single pass gives it, so the files are the same bytes
-(``tests/building/test_parallel_build.py``).
+folder, which the second maps instead of rendering the history again. Each
+split's writer gets the tables a single pass gives it, so the files are the
+same bytes (``tests/building/test_parallel_build.py``).
 
 A build is atomic: it is written into a staging folder next to the output
 folder and swapped in with one ``renameat2(RENAME_EXCHANGE)``, so a build
