@@ -641,3 +641,51 @@ def test_the_kernel_keeps_its_priority_when_its_children_exit_at_the_lowest(tmp_
         assert shown == before.strip("()").split(",")[0]
         # the killed children's groups were made the lowest priority, never the kernel's own group
         assert session.run_cell(priorities, "d").output == before
+
+
+# Writes a marker into every pipe it holds past fd 2 that it may write (its result pipe among them), and leaves a
+# process in a session of its own that goes on doing so while the child's PID namespace is torn down.
+INTO_EVERY_PIPE = """
+import os, stat, fcntl, time
+def into_every_pipe():
+    for name in os.listdir('/proc/self/fd'):
+        try:
+            fd = int(name)
+            if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & 3 == os.O_WRONLY:
+                os.set_blocking(fd, False)
+                os.write(fd, b'INJECTED-MARKER\\n')
+        except OSError:
+            pass
+into_every_pipe()
+if os.fork() == 0:
+    os.setsid()
+    until = time.monotonic() + 2.0
+    while time.monotonic() < until:
+        into_every_pipe()
+        time.sleep(0.001)
+    os._exit(0)
+time.sleep(0.05)
+"""
+
+
+def test_a_child_holds_no_end_of_the_kernels_output_pipes(tmp_path: Path) -> None:
+    # before: a child kept ipykernel's pipes behind the kernel's fds 1 and 2 (both ends, past fd 2), so what it
+    # wrote into them the kernel published as its own output, under whichever request it was answering
+    (tmp_path / "work").mkdir()
+    (tmp_path / "scratch").mkdir()
+    pipes = "import os\nprint(sorted({os.fstat(fd).st_ino for fd in (1, 2)}))"
+    with ForkingSession("t", tmp_path / "work", RecordOptions(timeout=60), tmp_path / "scratch") as session:
+        kernels = session.run_cell(pipes, "c").output
+        listing = (
+            "import os, stat\nfound = set()\nfor name in os.listdir('/proc/self/fd'):\n    try:\n"
+            "        status = os.fstat(int(name))\n    except OSError:  # the listing's own\n        continue\n"
+            "    if stat.S_ISFIFO(status.st_mode):\n        found.add(status.st_ino)\nprint(sorted(found))"
+        )
+        children = session.fork_run([listing])
+        assert children is not None and children[0].status == "ok"
+        held = json.loads("".join(m["content"]["text"] for m in children[0].messages if m["msg_type"] == "stream"))
+        assert held and not set(held) & set(json.loads(kernels))
+        execution = session.fork_execution([INTO_EVERY_PIPE])
+        assert "INJECTED" not in json.dumps(execution.collector.outputs)
+        later = [session.run_cell("import time\ntime.sleep(0.3)\nprint('replayed')", f"r{n}").output for n in range(4)]
+    assert later == ["replayed"] * 4

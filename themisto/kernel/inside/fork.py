@@ -31,7 +31,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    sockets in a folder, which Landlock does not guard) and changes to another
    process's priority or CPUs (the scorer's, the kernel's); points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
-   pipe the kernel reads itself (:class:`FdOutput`), and ``sys.stdout``/``sys.stderr`` at capturing streams that
+   pipe the kernel reads itself (:class:`FdOutput`), having closed every end of ipykernel's pipes behind them
+   (which would carry its writes into the kernel's own output), and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
    the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
    ``Session`` objects with a capture, so every message the shell would publish
@@ -305,7 +306,9 @@ def _isolate(capture: Capture, fd_output: int) -> None:
     # in every child, whose imports die with it).
     with contextlib.suppress(Exception):
         shell.InteractiveTB.set_mode(mode="Minimal")
-    # ipykernel reads fds 1 and 2 in a thread of the kernel: the child's go into a pipe the kernel reads itself
+    # ipykernel reads fds 1 and 2 in a thread of the kernel: the child's go into a pipe the kernel reads itself,
+    # and the child keeps no end of ipykernel's pipes (they would carry its writes into the kernel's own output)
+    _close_pipes_of(1, 2)
     os.dup2(fd_output, 1)
     os.dup2(fd_output, 2)
     os.close(fd_output)
@@ -456,15 +459,40 @@ def _read_all(fd: int) -> str:
     return b"".join(chunks).decode("utf-8")
 
 
+def _descriptors() -> list[int]:
+    """This process's open file descriptors (a guess at the usual range where there is no ``/proc``)."""
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
+
+
 def _close_sockets() -> None:
     """Close every socket this process holds: the kernel's ZeroMQ channels and whatever earlier cells opened."""
-    try:
-        descriptors = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:  # no /proc
-        descriptors = list(range(3, 1024))
-    for descriptor in descriptors:
+    for descriptor in _descriptors():
         with contextlib.suppress(OSError):
             if stat.S_ISSOCK(os.fstat(descriptor).st_mode):
+                os.close(descriptor)
+
+
+def _close_pipes_of(*standard: int) -> None:
+    """Close every descriptor past 2 of the pipes that the descriptors ``standard`` are ends of.
+
+    ipykernel points fds 1 and 2 at pipes that a thread of the kernel reads and publishes as the kernel's output,
+    and keeps both ends open past fd 2: a child that held them could write into the kernel's output (a process
+    it left in a session of its own, while the child's PID namespace is torn down, into the next cell of the
+    replay's) and read from it.
+    """
+    pipes = set()
+    for descriptor in standard:
+        with contextlib.suppress(OSError):
+            status = os.fstat(descriptor)
+            if stat.S_ISFIFO(status.st_mode):
+                pipes.add((status.st_dev, status.st_ino))
+    for descriptor in _descriptors() if pipes else []:
+        with contextlib.suppress(OSError):
+            status = os.fstat(descriptor)
+            if descriptor > 2 and (status.st_dev, status.st_ino) in pipes:
                 os.close(descriptor)
 
 
