@@ -364,6 +364,13 @@ def test_predictions_run_under_the_recorders_limits_and_without_credentials(
     assert (reference["exec_match"], reference["state_match"]) == (1, 1)  # the kernel survived both
 
 
+def _forking_session(tmp_path: Path, options: RecordOptions | None = None) -> ForkingSession:
+    """A forking session of trajectory ``t`` whose kernel works in ``tmp_path/work``, its children in ``scratch``."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "scratch").mkdir()
+    return ForkingSession("t", tmp_path / "work", options or RecordOptions(timeout=60), tmp_path / "scratch")
+
+
 def test_children_capture_every_output_and_publish_nothing_on_the_kernels_channels(tmp_path: Path) -> None:
     codes = {
         "print('out')": "out",
@@ -375,10 +382,7 @@ def test_children_capture_every_output_and_publish_nothing_on_the_kernels_channe
         "import warnings\nwarnings.warn('careful', FutureWarning)": "FutureWarning: careful",
     }
     options = RecordOptions(timeout=60)
-    (tmp_path / "work").mkdir()
-    (tmp_path / "scratch").mkdir()
-    session = ForkingSession("t", tmp_path / "work", options, tmp_path / "scratch")
-    with session:
+    with _forking_session(tmp_path, options) as session:
         session.run_cell("x = 41", "c")
         execution = session.fork_execution(list(codes))
         # a child writing to the kernel's IOPub socket would publish under this request's header
@@ -553,9 +557,7 @@ print(int(mine['VmRSS'][0]) > 150_000)
 
 @pytest.mark.skipif(landlock.abi_version() < FORK_ABI, reason="a confined child needs Landlock ABI 6")
 def test_a_predictions_init_is_no_copy_of_the_kernel_and_ends_with_it(tmp_path: Path) -> None:
-    (tmp_path / "work").mkdir()
-    (tmp_path / "scratch").mkdir()
-    with ForkingSession("t", tmp_path / "work", RecordOptions(timeout=60), tmp_path / "scratch") as session:
+    with _forking_session(tmp_path) as session:
         session.run_cell("big = b'x' * (200 * 2**20)", "c")  # a kernel of over 200 MB resident
         results = session.fork_run([FIND_THE_INIT])
         assert results is not None and results[0].status == "ok", results
@@ -577,10 +579,7 @@ SHARED_ARRAY = "import mmap\nimport numpy as np\nshared = np.frombuffer(mmap.mma
 def test_a_child_that_writes_memory_it_shares_with_the_replay_is_caught(tmp_path: Path, sandbox: bool) -> None:
     if sandbox and landlock.abi_version() < FORK_ABI:
         pytest.skip("a confined child needs Landlock ABI 6")
-    (tmp_path / "work").mkdir()
-    (tmp_path / "scratch").mkdir()
-    options = RecordOptions(timeout=60, sandbox=sandbox)
-    with ForkingSession("t", tmp_path / "work", options, tmp_path / "scratch") as session:
+    with _forking_session(tmp_path, RecordOptions(timeout=60, sandbox=sandbox)) as session:
         session.run_cell(SHARED_ARRAY, "c")
         requests: list[list[str]] = []
         request = session.recorder.request
@@ -629,10 +628,8 @@ def test_a_working_folder_that_cannot_be_copied_fails_the_cells_alone(tmp_path: 
 
 
 def test_the_kernel_keeps_its_priority_when_its_children_exit_at_the_lowest(tmp_path: Path) -> None:
-    (tmp_path / "work").mkdir()
-    (tmp_path / "scratch").mkdir()
     priorities = "import os\nos.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PGRP, 0)"
-    with ForkingSession("t", tmp_path / "work", RecordOptions(timeout=60), tmp_path / "scratch") as session:
+    with _forking_session(tmp_path) as session:
         before = session.run_cell(priorities, "c").output
         # a child that reads its own priority while it runs: the kernel's, until it is killed
         results = session.fork_run(["import os\nos.getpriority(os.PRIO_PROCESS, 0)", "1 + 1"])
@@ -671,10 +668,8 @@ time.sleep(0.05)
 def test_a_child_holds_no_end_of_the_kernels_output_pipes(tmp_path: Path) -> None:
     # before: a child kept ipykernel's pipes behind the kernel's fds 1 and 2 (both ends, past fd 2), so what it
     # wrote into them the kernel published as its own output, under whichever request it was answering
-    (tmp_path / "work").mkdir()
-    (tmp_path / "scratch").mkdir()
     pipes = "import os\nprint(sorted({os.fstat(fd).st_ino for fd in (1, 2)}))"
-    with ForkingSession("t", tmp_path / "work", RecordOptions(timeout=60), tmp_path / "scratch") as session:
+    with _forking_session(tmp_path) as session:
         kernels = session.run_cell(pipes, "c").output
         listing = (
             "import os, stat\nfound = set()\nfor name in os.listdir('/proc/self/fd'):\n    try:\n"

@@ -182,24 +182,35 @@ def test_rebinding_an_ipython_name_makes_it_a_user_variable(kernel: Recorder) ->
 
 
 def test_the_cells_output_reaches_the_socket_before_the_snapshot_runs_user_code(kernel: Recorder) -> None:
-    # ipykernel's own flush returns before its IO thread sends: a send made slow shows which one waited for it
+    # ipykernel's own flush returns before its IO thread sends: a send made slow shows which one waited for it.
+    # Before the flush, the IO thread waits until the flush and its wake-up are both queued (else the thread may
+    # send before the wake-up is queued, and the flush then waits for the send), and the send is held until the
+    # cell has looked (not slept through: a loaded machine once looked after a 0.3 s sleep had ended); no flush
+    # of ipykernel's timer (0.2 s after a write) runs meanwhile.
     cell = (
-        "import sys, time\n"
-        "thread, sent = sys.stdout.pub_thread, []\n"
+        "import sys, threading, time\n"
+        "thread, sent, looked, hold = sys.stdout.pub_thread, [], threading.Event(), [0.3]\n"
+        "interval, sys.stdout.flush_interval = sys.stdout.flush_interval, 600.0\n"
         "def slow_send(*args, _send=thread._really_send, **kwargs):\n"
-        "    time.sleep(0.3)\n"
+        "    looked.wait(hold[0])\n"
         "    sent.append(1)\n"
         "    return _send(*args, **kwargs)\n"
+        "def queued(count, until):\n"
+        "    while len(thread._events) < count and time.monotonic() < until:\n"
+        "        time.sleep(0.001)\n"
         "thread._really_send = slow_send\n"
         "try:\n"
         "    print('made')\n"
         "    sys.modules['_themisto_snapshot'].hand_over(sys.stdout)\n"
-        "    handed, sent[:] = bool(sent), []\n"
+        "    handed, sent[:], hold[0] = bool(sent), [], 30.0\n"
         "    print('again')\n"
+        "    thread.schedule(lambda: queued(2, time.monotonic() + 10))\n"
         "    sys.stdout.flush()\n"
         "    flushed = bool(sent)\n"
         "finally:\n"
+        "    looked.set()\n"
         "    del thread._really_send\n"
+        "    sys.stdout.flush_interval = interval\n"
         "handed, flushed"
     )
     assert kernel.run_cell(cell, "h").output == "made\nagain\n(True, False)"
