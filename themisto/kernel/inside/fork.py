@@ -55,7 +55,9 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    wrote an outcome and ended itself is ``exited``), its time at most what the
    parent saw, and adds what it read of fds 1 and 2 as its last stdout text; and
    kills the child's process group (at a deadline, and after
-   every cell, so nothing it started survives). Every child of the request is
+   every cell, so nothing it started survives), then every process of its PID
+   namespace (:func:`kill_pid_namespace`: those in sessions of their own too,
+   which would otherwise live until the namespace's init ran again). Every child of the request is
    forked before the first cell runs (so no child is a copy of a kernel that
    holds another child's result, the reference's among them), cells run one
    at a time, and killed children are reaped (and their folders deleted) once
@@ -81,6 +83,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import io
 import json
 import os
@@ -499,6 +502,10 @@ def _close_pipes_of(*standard: int) -> None:
 # --- the parent -----------------------------------------------------------------------------
 
 _PR_SET_PDEATHSIG = 1
+# Linux ``ioctl(fd, NS_GET_PARENT)`` on a PID namespace: the one it is nested in (EPERM past the caller's own).
+_NS_GET_PARENT = 0xB702
+# Linux nests PID namespaces 32 deep at most.
+_MAX_NESTING = 32
 _PRCTL: list[Any] = []
 
 
@@ -589,6 +596,71 @@ def _frames(read: int, deadlines: list[float], limits: list[int], output: FdOutp
             raise Oversized(f"a frame of the child's past {limits[position]} bytes")
 
 
+def _children_pid_namespace(pid: int, until: float) -> int | None:
+    """The PID namespace (its inode) that process ``pid``'s children go to, once it differs from this process's
+    own, waited for until ``until``; None where ``pid`` ends (or stays) before."""
+    own = os.stat("/proc/self/ns/pid").st_ino
+    while True:
+        try:
+            namespace = os.stat(f"/proc/{pid}/ns/pid_for_children").st_ino
+        except OSError:  # it has ended
+            return None
+        if namespace != own:
+            return namespace
+        if time.monotonic() >= until:
+            return None
+        time.sleep(0.0005)
+
+
+def _in_pid_namespace(pid: int, namespace: int, own: int) -> bool:
+    """Whether process ``pid`` is in PID namespace ``namespace`` or one nested in it (``own``: this process's)."""
+    try:
+        descriptor = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY)
+    except OSError:  # ended, or a zombie
+        return False
+    try:
+        for _ in range(_MAX_NESTING):
+            inode = os.fstat(descriptor).st_ino
+            if inode in (namespace, own):
+                return inode == namespace
+            parent = fcntl.ioctl(descriptor, _NS_GET_PARENT)
+            os.close(descriptor)
+            descriptor = parent
+    except OSError:  # nested in none this process sees
+        pass
+    finally:
+        os.close(descriptor)
+    return False
+
+
+def kill_pid_namespace(namespace: int) -> None:
+    """SIGKILL every process of PID namespace ``namespace`` and of those nested in it, pass after pass over
+    ``/proc``, until a pass finds none not yet signalled (one that forked meanwhile has its child found by the
+    next pass; a killed process starts none and runs no more of its code). Each is signalled through a pidfd
+    opened before it is checked, so no process that took a pid freed meanwhile is signalled."""
+    own = os.stat("/proc/self/ns/pid").st_ino
+    signalled: set[int] = {os.getpid()}
+    while True:
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in signalled:
+                continue
+            try:
+                handle = os.pidfd_open(int(name))  # Linux 5.3; a confined child needs Landlock's ABI 6 (6.12)
+            except OSError:  # ended meanwhile
+                continue
+            try:
+                if _in_pid_namespace(int(name), namespace, own):
+                    with contextlib.suppress(OSError):
+                        signal.pidfd_send_signal(handle, signal.SIGKILL)
+                    signalled.add(int(name))
+                    found = True
+            finally:
+                os.close(handle)
+        if not found:
+            return
+
+
 def _exit_description(status: int) -> str:
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
@@ -639,6 +711,9 @@ class Child:
         self.budget = request.max_raw_output_chars
         self.limits = [outcome_limit(self.budget), len(ACK_FRAME), snapshot_limit(request.snapshot)]
         self.pid = 0
+        self.confined = request.confine
+        # the PID namespace the process that runs the cell is in (its inode), once known (start)
+        self.namespace: int | None = None
         self.fault: ChildResult | None = None
         self.directory = tempfile.mkdtemp(prefix="p-", dir=request.scratch)
         self.work = os.path.join(self.directory, "work")
@@ -703,8 +778,12 @@ class Child:
         return [self._read, self._go, self.output.descriptor]
 
     def start(self) -> None:
-        """Let the child run its cell; its time limit starts now."""
+        """Let the child run its cell; its time limit starts now. A confined child's PID namespace is noted
+        first (it has left the kernel's a few milliseconds after its fork), so that :meth:`kill` finds every
+        process in it."""
         if self.fault is None:
+            if self.confined:
+                self.namespace = _children_pid_namespace(self.pid, time.monotonic() + ACK_SECONDS)
             self._started = time.monotonic()
             self._deadline = self._started + self.timeout
             with contextlib.suppress(OSError):  # the child is gone: collect() says how
@@ -741,7 +820,9 @@ class Child:
         )
 
     def kill(self) -> None:
-        """SIGKILL the child's process group: the child and everything it started that stayed in it.
+        """SIGKILL the child's process group (the child and everything it started that stayed in it), then every
+        process of its PID namespace: those in sessions of their own, which its init's end would kill only once
+        that init had run again, at the lowest priority, maybe after the replay's check and into its next cell.
 
         The child is reaped later (:meth:`reap`): until then its zombie keeps the group id from being reused.
         The group gets the lowest priority first: a killed process unmaps its copy of the kernel at its own
@@ -754,6 +835,8 @@ class Child:
                 os.setpriority(os.PRIO_PGRP, self.pid, LOWEST_PRIORITY)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
+            if self.namespace is not None:
+                kill_pid_namespace(self.namespace)
             os.close(self._read)
             os.close(self._go)
             self.output.close()

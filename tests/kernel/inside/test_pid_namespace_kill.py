@@ -1,0 +1,117 @@
+"""A prediction's PID namespace killed from the kernel (``fork.kill_pid_namespace``): in-process, real namespaces."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+
+import psutil
+import pytest
+
+from themisto.kernel.inside import fork, namespaces
+
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PID namespaces, /proc"),
+    pytest.mark.skipif(
+        sys.platform.startswith("linux") and namespaces.unavailable() is not None,
+        reason=f"no user and PID namespaces here: {namespaces.unavailable()}",
+    ),
+]
+SLEEP = shutil.which("sleep") or "/bin/sleep"
+
+
+def _in_a_pid_namespace(then: Callable[[], None], map_ids: bool = True) -> int:
+    """Fork a process that enters a user and PID namespace, as a prediction's child does, and runs ``then`` in
+    the namespace's process that is not its init; its pid (it lives as long as that process). ``map_ids``: as
+    ``namespaces.enter`` (a process without capabilities cannot map its ids in a namespace it nests)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        try:
+            namespaces.enter(network=True, map_ids=map_ids, pid=True)
+            namespaces.contain()
+            then()
+        finally:
+            os._exit(0)
+    return pid
+
+
+def _sleep_in_a_session_of_its_own(mark: str) -> Callable[[], None]:
+    def then() -> None:
+        subprocess.Popen([SLEEP, mark], start_new_session=True)
+        time.sleep(600)
+
+    return then
+
+
+def _sleep_in_a_nested_pid_namespace(mark: str) -> Callable[[], None]:
+    def then() -> None:
+        subprocess.Popen([SLEEP, mark], start_new_session=True)
+        _in_a_pid_namespace(lambda: os.execv(SLEEP, [SLEEP, f"{mark}1"]), map_ids=False)
+        time.sleep(600)
+
+    return then
+
+
+def _sleepers(*marks: str) -> dict[str, psutil.Process]:
+    """The ``sleep`` processes named by ``marks``, waited for (10 s at most)."""
+    until = time.monotonic() + 10
+    while True:
+        found = {p.info["cmdline"][-1]: p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]}
+        if all(mark in found for mark in marks) or time.monotonic() > until:
+            return {mark: found[mark] for mark in marks if mark in found}
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def started() -> Iterator[list[int]]:
+    """The pids of the processes a test forks, killed and reaped after it."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+
+
+def test_every_process_of_the_namespace_and_of_those_nested_in_it_is_killed_and_no_other(
+    started: list[int],
+) -> None:
+    # before: a process a prediction left in a session of its own lived until the namespace's init (reniced to
+    # the lowest priority with the child's group) ran again: once in six runs it wrote into memory it shared
+    # with the replay 4 ms after the replay's check
+    marks = [f"{4400 + number}.25" for number in range(2)]
+    started.append(_in_a_pid_namespace(_sleep_in_a_session_of_its_own(marks[0])))
+    started.append(_in_a_pid_namespace(_sleep_in_a_nested_pid_namespace(marks[1])))
+    spared_marks = [f"{4500 + number}.25" for number in range(2)]
+    outside = subprocess.Popen([SLEEP, spared_marks[0]])  # the kernel's own namespace: the replay's processes
+    # another PID namespace: a later child of the same request
+    started.append(_in_a_pid_namespace(_sleep_in_a_session_of_its_own(spared_marks[1])))
+    try:
+        sleepers = _sleepers(*marks, f"{marks[1]}1", *spared_marks)
+        assert len(sleepers) == 5, sleepers
+        namespace = os.stat(f"/proc/{started[0]}/ns/pid_for_children").st_ino
+        other = os.stat(f"/proc/{started[1]}/ns/pid_for_children").st_ino
+        own = os.stat("/proc/self/ns/pid").st_ino
+        assert own not in (namespace, other)
+        # the sleeper in the namespace nested in the second is in it too; the others are in theirs alone
+        members = {mark: fork._in_pid_namespace(sleepers[mark].pid, other, own) for mark in sleepers}
+        assert members == {marks[0]: False, marks[1]: True, f"{marks[1]}1": True, **dict.fromkeys(spared_marks, False)}
+        fork.kill_pid_namespace(namespace)
+        fork.kill_pid_namespace(other)
+        killed = [sleepers[mark] for mark in (*marks, f"{marks[1]}1")]
+        assert psutil.wait_procs(killed, timeout=5)[1] == []
+        assert [sleepers[mark].status() for mark in spared_marks] == [psutil.STATUS_SLEEPING] * 2
+    finally:
+        outside.kill()
+        outside.wait()
+        for process in _sleepers(spared_marks[1]).values():
+            process.kill()
