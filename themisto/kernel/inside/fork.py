@@ -31,8 +31,9 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    sockets in a folder, which Landlock does not guard) and changes to another
    process's priority or CPUs (the scorer's, the kernel's); points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
-   pipe the kernel reads itself (:class:`FdOutput`), having closed every end of ipykernel's pipes behind them
-   (which would carry its writes into the kernel's own output), and ``sys.stdout``/``sys.stderr`` at capturing streams that
+   pipe the kernel reads itself (:class:`FdOutput`), having closed every end of
+   ipykernel's pipes behind them (which would carry its writes into the kernel's
+   own output), and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
    the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
    ``Session`` objects with a capture, so every message the shell would publish
@@ -57,8 +58,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    kills the child's process group (at a deadline, and after
    every cell, so nothing it started survives), then every process of its PID
    namespace (:func:`kill_pid_namespace`: those in sessions of their own too,
-   which would otherwise live until the namespace's init ran again). Every child of the request is
-   forked before the first cell runs (so no child is a copy of a kernel that
+   which would otherwise live until the namespace's init ran again). Every
+   child of the request is forked before the first cell runs (so no child is a copy of a kernel that
    holds another child's result, the reference's among them), cells run one
    at a time, and killed children are reaped (and their folders deleted) once
    all cells of the request have run, or, those still exiting then, while the
