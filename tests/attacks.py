@@ -96,6 +96,11 @@ def interrupt(process: subprocess.Popen[str]) -> tuple[float, str]:
     return time.monotonic() - interrupted, stderr
 
 
+def processes_named(marker: str) -> list[psutil.Process]:
+    """The processes whose command line has ``marker`` as one of its arguments."""
+    return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+
+
 def is_gone(pid: int) -> bool:
     """Whether process ``pid`` has ended (a zombie awaiting its reaper has ended)."""
     try:

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-import psutil
 import pytest
-from attacks import THE_KERNEL
+from attacks import THE_KERNEL, processes_named
 from exec_logs import write_next_cell_logs
 
 from themisto.cli import main
@@ -189,11 +188,7 @@ def test_without_the_sandbox_a_prediction_that_kills_the_kernel_fails_alone(reco
 def test_nothing_a_prediction_started_outlives_scoring(scored: tuple[Path, ExecReport, float]) -> None:
     run_dir = scored[0]
     assert _lines(run_dir, "m2", NEXT_CELL_TASK)[7]["exec_ok"] == 1  # it did start the process
-    survivors = []
-    for process in psutil.process_iter(["cmdline"]):
-        if SLEEPER in (process.info["cmdline"] or []):
-            survivors.append(process.pid)
-    assert survivors == []
+    assert processes_named(SLEEPER) == []
 
 
 def test_reference_is_the_ceiling_and_files_have_the_contract_format(
@@ -716,5 +711,5 @@ def test_a_process_a_prediction_left_in_a_session_of_its_own_runs_no_more_once_t
         for number, mark in enumerate(marks):
             results = session.fork_run([leave.format(mark=mark), "1 + 1"])
             assert results is not None and [result.status for result in results] == ["ok", "ok"]
-            left = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-1:] == [mark]]
+            left = processes_named(mark)
             assert all(_runs_no_more(process.pid) for process in left), (number, left)  # if not gone already

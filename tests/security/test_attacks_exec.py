@@ -13,9 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-import psutil
 import pytest
-from attacks import THE_KERNEL, assert_one_line_error, interrupt, is_gone, run_themisto, start_themisto, wait_for
+from attacks import (
+    THE_KERNEL,
+    assert_one_line_error,
+    interrupt,
+    is_gone,
+    processes_named,
+    run_themisto,
+    start_themisto,
+    wait_for,
+)
 from exec_logs import write_next_cell_logs
 
 from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
@@ -249,10 +257,6 @@ def _slow_run(recorded: Path, run_dir: Path, marker: str) -> None:
     write_next_cell_logs(run_dir, read_trajectory(recorded), {("m", NEXT_CELL_TASK): {1: "counter = 6", 3: slow}})
 
 
-def _sleeper(marker: str) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
-
-
 def test_b13_a_second_exec_score_into_the_same_output_is_refused(recorded: Path, tmp_path: Path) -> None:
     # before: both ran, both exited 0, and the last writer won
     run_dir, out, marker = tmp_path / "run", tmp_path / "out", "4141.5"
@@ -260,7 +264,9 @@ def test_b13_a_second_exec_score_into_the_same_output_is_refused(recorded: Path,
     arguments = ["exec-score", str(run_dir), "--trajectories", str(recorded), "-o", str(out), "--timeout", "600"]
     first = start_themisto(*arguments, "--quiet")
     try:
-        wait_for(lambda: bool(_sleeper(marker)) or first.poll() is not None, what="the first run's slow prediction")
+        wait_for(
+            lambda: bool(processes_named(marker)) or first.poll() is not None, what="the first run's slow prediction"
+        )
         second = run_themisto(*arguments, "--quiet")
         assert second.returncode == 2
         assert_one_line_error(second.stderr, "exec-score", "is being written by another process")
@@ -275,8 +281,8 @@ def test_b15_ctrl_c_stops_within_two_seconds_and_writes_what_was_scored(recorded
     _slow_run(recorded, run_dir, marker)
     scorer = start_themisto("exec-score", str(run_dir), "--trajectories", str(recorded), "--timeout", "600")
     try:
-        wait_for(lambda: bool(_sleeper(marker)) or scorer.poll() is not None, what="the slow prediction")
-        sleepers = _sleeper(marker)
+        wait_for(lambda: bool(processes_named(marker)) or scorer.poll() is not None, what="the slow prediction")
+        sleepers = processes_named(marker)
     except BaseException:
         scorer.kill()
         raise

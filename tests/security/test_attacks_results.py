@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
-from attacks import run_themisto, start_themisto, wait_for, write_notebook
+from attacks import processes_named, run_themisto, start_themisto, wait_for, write_notebook
 from exec_logs import write_next_cell_logs
 
 from themisto.kernel.inside import fork, landlock, snapshot, wire
@@ -180,10 +179,6 @@ def test_a_prediction_cannot_slow_limit_stop_or_kill_the_scorer_or_its_kernel(tr
     _untouched(tmp_path / "run")
 
 
-def _sleepers(marker: str) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
-
-
 @pytest.mark.kernel
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGXCPU, signal.SIGKILL], ids=lambda n: n.name)
 def test_a_killed_scorer_leaves_what_it_scored_for_the_report(trajectory: Path, tmp_path: Path, number: int) -> None:
@@ -194,12 +189,14 @@ def test_a_killed_scorer_leaves_what_it_scored_for_the_report(trajectory: Path, 
     write_next_cell_logs(run_dir, read_trajectory(trajectory), predictions)
     scorer = start_themisto("exec-score", str(run_dir), "--trajectories", str(trajectory), "--timeout", "600")
     try:
-        wait_for(lambda: bool(_sleepers(marker)) or scorer.poll() is not None, what="the slow prediction at step 3")
+        wait_for(
+            lambda: bool(processes_named(marker)) or scorer.poll() is not None, what="the slow prediction at step 3"
+        )
         os.kill(scorer.pid, number)
         _, stderr = scorer.communicate(timeout=60)
     finally:
         scorer.kill()
-        for sleeper in _sleepers(marker):  # a SIGKILL-ed scorer leaves its kernels to the launcher's watch
+        for sleeper in processes_named(marker):  # a SIGKILL-ed scorer leaves its kernels to the launcher's watch
             sleeper.kill()
     if number == signal.SIGKILL:
         assert scorer.returncode == -signal.SIGKILL

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
+from attacks import processes_named, wait_for
 
 from themisto.kernel.inside import fork, namespaces
 
@@ -61,13 +62,9 @@ def _sleep_in_a_nested_pid_namespace(mark: str) -> Callable[[], None]:
 
 
 def _sleepers(*marks: str) -> dict[str, psutil.Process]:
-    """The ``sleep`` processes named by ``marks``, waited for (10 s at most)."""
-    until = time.monotonic() + 10
-    while True:
-        found = {p.info["cmdline"][-1]: p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]}
-        if all(mark in found for mark in marks) or time.monotonic() > until:
-            return {mark: found[mark] for mark in marks if mark in found}
-        time.sleep(0.02)
+    """The ``sleep`` process named by each of ``marks``, once each has started."""
+    wait_for(lambda: all(processes_named(mark) for mark in marks), what=f"sleep {' and '.join(marks)}")
+    return {mark: processes_named(mark)[0] for mark in marks}
 
 
 @pytest.fixture
