@@ -1,0 +1,155 @@
+"""Where a fork request's time goes: a timeline of exec-score's forked run, from the host, the kernel and a child.
+
+The replay kernel of ``regression.py``'s ``fork`` probe (pandas and scikit-learn loaded, ``data/files`` as its
+working folder, the sandbox on where the machine has it) runs ``--runs`` fork requests of ``--codes`` one-line cells,
+each checked as exec-score checks it (``ForkingSession.checkpoint``, ``fork_run``, ``changed_since``,
+``child_state``), the replay's own cell between two. A silent cell first wraps the kernel-side
+functions a request goes through (``fork.run``, ``Child``'s steps, the child's namespaces, Landlock, seccomp,
+``contain`` and ``_isolate``, the snapshot, ipykernel's ``user_expressions``, stream flushes and sends) so that each
+appends ``(name, start, end)`` on ``CLOCK_MONOTONIC``, which the host, the kernel and the children share; the
+kernel's list is read by a cell after each request, the first child's by its own cell. Printed: each phase's median start
+(ms from the host's start of the request) and median length, the request's overhead per prediction as
+``regression.py`` counts it, an empty silent request's round trip and a bare ``os.fork()`` and exit of the same kernel (``bench_exec.py``'s).
+
+Usage: ``.venv/bin/python bench/fork_timeline.py [--runs N] [--codes K]``; a profile to read, no target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+WARM_UP = 3
+# the kernel-side wrappers, installed once by a silent cell: a name for each function a request goes through
+WRAP = r"""
+import json as _json, sys as _sys, time as _time
+from IPython import get_ipython as _get_ipython
+_fork = _sys.modules["_themisto_fork"]
+_fork.TIMELINE = []
+def _timed(name, function):
+    def timed(*args, **kwargs):
+        started = _time.monotonic()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _fork.TIMELINE.append((name, started, _time.monotonic()))
+    return timed
+_fork.run = _timed("kernel: fork.run", _fork.run)
+_fork._isolate = _timed("child: _isolate", _fork._isolate)
+for _name in ("__init__", "copy", "start", "collect", "reap"):
+    if hasattr(_fork.Child, _name):
+        setattr(_fork.Child, _name, _timed("kernel: Child." + _name, getattr(_fork.Child, _name)))
+for _name in ("namespaces", "confine", "seccomp", "contain"):
+    _fork._BOUND[_name] = _timed("child: " + _name, _fork._BOUND[_name])
+_snapshot = _sys.modules["_themisto_snapshot"]
+_snapshot.take = _timed("kernel: snapshot.take", _snapshot.take)
+_shell = _get_ipython()
+_shell.user_expressions = _timed("kernel: user_expressions", _shell.user_expressions)
+_sys.stdout.flush = _timed("kernel: flush", _sys.stdout.flush)
+_sys.stderr.flush = _timed("kernel: flush", _sys.stderr.flush)
+_send = _shell.kernel.session.send
+def _sent(stream, message, content=None, *args, **kwargs):
+    kind = message if isinstance(message, str) else message.get("msg_type")
+    if kind == "status" and isinstance(content, dict):  # busy, then idle
+        kind = "status " + str(content.get("execution_state"))
+    return _timed("kernel: send " + str(kind), _send)(stream, message, content, *args, **kwargs)
+_shell.kernel.session.send = _sent
+"""
+# a forked cell: its process's own timeline (the child's wrappers ran in it) and when the cell began
+CELL = "import json, sys, time\nprint(json.dumps([time.monotonic(), sys.modules['_themisto_fork'].TIMELINE]))"
+READ_KERNEL = "import json, sys\nprint(json.dumps(sys.modules['_themisto_fork'].TIMELINE))"
+CLEAR_KERNEL = "__import__('sys').modules['_themisto_fork'].TIMELINE.clear()"
+
+
+def _printed(text: str) -> Any:
+    """The JSON a cell printed last."""
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help=f"fork requests measured, after {WARM_UP} warm-up")
+    parser.add_argument("--codes", type=int, default=1, help="cells per request (distinct codes of one step)")
+    arguments = parser.parse_args(argv)
+    sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+    from bench_exec import FORK_FLOOR_CODE
+    from regression import FORK_SETUP
+
+    from themisto.kernel.forking import ForkingSession
+    from themisto.recording.options import RecordOptions
+
+    phases: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    overheads: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="themisto-fork-timeline-") as scratch_root:
+        work, scratch = Path(scratch_root) / "work", Path(scratch_root) / "scratch"
+        shutil.copytree(ROOT / "data" / "files", work / "files")
+        scratch.mkdir()
+        with ForkingSession("timeline", work, RecordOptions(timeout=600), scratch) as session:
+            session.run_cell(FORK_SETUP, "setup")
+            session.run_cell(f"exec(compile({WRAP!r}, '<timeline>', 'exec'), {{}})", "wrap")  # no user name bound
+            for run in range(WARM_UP + arguments.runs):
+                session.run_cell(CLEAR_KERNEL, "clear")
+                marks = [("host: checkpoint", time.monotonic())]
+                checkpoint = session.checkpoint()
+                marks.append(("host: the fork request, sent, answered and read", time.monotonic()))
+                results = session.fork_run([f"{CELL}\n{number}" for number in range(arguments.codes)])
+                marks.append(("host: the check and the children's states", time.monotonic()))
+                changed = session.changed_since(checkpoint)
+                before = session.before() or {}
+                for result in results or []:
+                    session.child_state(result.snapshot or "", before)
+                marks.append(("host: done", time.monotonic()))
+                if results is None or changed is not None or any(result.status != "ok" for result in results):
+                    raise RuntimeError(f"the forked run failed: {changed} {results}")
+                kernel = _printed(session.run_cell(READ_KERNEL, "read").output)
+                session.run_cell(f"step = {run}", "next")  # the replay's own cell between two steps' predictions
+                if run < WARM_UP:
+                    continue
+                start = marks[0][1]
+                output = "".join(m["content"]["text"] for m in results[0].messages if m["msg_type"] == "stream")
+                cell_started, child = _printed(output)
+                for (name, at), (_, until) in zip(marks, marks[1:], strict=False):
+                    phases[name].append((at - start, until - at))
+                end = marks[-1][1]
+                # the kernel's list holds the cells before and after the request too, a child's the kernel's
+                # entries from before its fork
+                entries = [*kernel, *(entry for entry in child if entry[0].startswith("child:"))]
+                for name, began, ended in entries:
+                    if start <= began and ended <= end:
+                        phases[name].append((began - start, ended - began))
+                phases["child: the cell (own time)"].append((cell_started - start, results[0].seconds))
+                own = sum(result.seconds for result in results)
+                overheads.append((marks[-1][1] - start - own) / arguments.codes)
+            floor = float(session.run_cell(FORK_FLOOR_CODE, "floor").output.splitlines()[-1])
+            trips = []
+            for _ in range(20):
+                started = time.perf_counter()
+                session.recorder.request({"x": "1"}, 60)
+                trips.append(time.perf_counter() - started)
+    print(
+        f"| phase ({arguments.runs} requests of {arguments.codes} cells) | starts at, ms | lasts, ms | times a request |"
+    )
+    print("|---|--:|--:|--:|")
+    for name, spans in sorted(phases.items(), key=lambda item: statistics.median(at for at, _ in item[1])):
+        at, length = (statistics.median(values) * 1000 for values in zip(*spans, strict=True))
+        print(f"| {name} | {at:.1f} | {length:.1f} | {len(spans) / arguments.runs:g} |")
+    print(
+        f"overhead per prediction (the request and its check, less the cells' own time): "
+        f"{statistics.median(overheads) * 1000:.1f} ms"
+    )
+    print(f"an empty silent request's round trip: {statistics.median(trips) * 1000:.1f} ms")
+    print(f"a bare os.fork() and exit of the kernel: {floor:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
