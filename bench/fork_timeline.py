@@ -9,7 +9,7 @@ functions a request goes through (``fork.run``, ``Child``'s steps, the child's n
 appends ``(name, start, end)`` on ``CLOCK_MONOTONIC``, which the host, the kernel and the children share; the
 kernel's list is read by a cell after each request, the first child's by its own cell. Printed: each phase's median start
 (ms from the host's start of the request) and median length, the request's overhead per prediction as
-``regression.py`` counts it, an empty silent request's round trip and a bare ``os.fork()`` and exit of the same kernel (``bench_exec.py``'s).
+``regression.py`` counts it, an empty silent request's round trip and a bare ``os.fork()`` and exit of the same kernel (``bench_exec.fork_floor``).
 
 Usage: ``.venv/bin/python bench/fork_timeline.py [--runs N] [--codes K]``; a profile to read, no target.
 """
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--codes", type=int, default=1, help="cells per request (distinct codes of one step)")
     arguments = parser.parse_args(argv)
     sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
-    from bench_exec import FORK_FLOOR_CODE
+    from bench_exec import fork_floor
     from regression import FORK_SETUP
 
     from themisto.kernel.forking import ForkingSession
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 phases["child: the cell (own time)"].append((cell_started - start, results[0].seconds))
                 own = sum(result.seconds for result in results)
                 overheads.append((marks[-1][1] - start - own) / arguments.codes)
-            floor = float(session.run_cell(FORK_FLOOR_CODE, "floor").output.splitlines()[-1])
+            floor = fork_floor(session.recorder)
             trips = []
             for _ in range(20):
                 started = time.perf_counter()
