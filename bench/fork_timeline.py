@@ -7,9 +7,10 @@ each checked as exec-score checks it (``ForkingSession.checkpoint``, ``fork_run`
 functions a request goes through (``fork.run``, ``Child``'s steps, the child's namespaces, Landlock, seccomp,
 ``contain`` and ``_isolate``, the snapshot, ipykernel's ``user_expressions``, stream flushes and sends) so that each
 appends ``(name, start, end)`` on ``CLOCK_MONOTONIC``, which the host, the kernel and the children share; the
-kernel's list is read by a cell after each request, the first child's by its own cell. Printed: each phase's median start
-(ms from the host's start of the request) and median length, the request's overhead per prediction as
-``regression.py`` counts it, an empty silent request's round trip and a bare ``os.fork()`` and exit of the same kernel (``bench_exec.fork_floor``).
+kernel's list is read by a cell after each request, the first child's by its own cell. Printed: each phase's median
+start (ms from the host's start of the request) and median length, the request's overhead per prediction as
+``regression.py`` counts it, an empty silent request's round trip and a bare ``os.fork()`` and exit of the same
+kernel (``bench_exec.fork_floor``).
 
 Usage: ``.venv/bin/python bench/fork_timeline.py [--runs N] [--codes K]``; a profile to read, no target.
 """
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WARM_UP = 3
 # the kernel-side wrappers, installed once by a silent cell: a name for each function a request goes through
 WRAP = r"""
-import json as _json, sys as _sys, time as _time
+import sys as _sys, time as _time
 from IPython import get_ipython as _get_ipython
 _fork = _sys.modules["_themisto_fork"]
 _fork.TIMELINE = []
@@ -46,8 +48,7 @@ def _timed(name, function):
 _fork.run = _timed("kernel: fork.run", _fork.run)
 _fork._isolate = _timed("child: _isolate", _fork._isolate)
 for _name in ("__init__", "copy", "start", "collect", "reap"):
-    if hasattr(_fork.Child, _name):
-        setattr(_fork.Child, _name, _timed("kernel: Child." + _name, getattr(_fork.Child, _name)))
+    setattr(_fork.Child, _name, _timed("kernel: Child." + _name, getattr(_fork.Child, _name)))
 for _name in ("namespaces", "confine", "seccomp", "contain"):
     _fork._BOUND[_name] = _timed("child: " + _name, _fork._BOUND[_name])
 _snapshot = _sys.modules["_themisto_snapshot"]
@@ -114,12 +115,11 @@ def main(argv: list[str] | None = None) -> int:
                 session.run_cell(f"step = {run}", "next")  # the replay's own cell between two steps' predictions
                 if run < WARM_UP:
                     continue
-                start = marks[0][1]
+                start, end = marks[0][1], marks[-1][1]
                 output = "".join(m["content"]["text"] for m in results[0].messages if m["msg_type"] == "stream")
                 cell_started, child = _printed(output)
-                for (name, at), (_, until) in zip(marks, marks[1:], strict=False):
+                for (name, at), (_, until) in pairwise(marks):
                     phases[name].append((at - start, until - at))
-                end = marks[-1][1]
                 # the kernel's list holds the cells before and after the request too, a child's the kernel's
                 # entries from before its fork
                 entries = [*kernel, *(entry for entry in child if entry[0].startswith("child:"))]
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                         phases[name].append((began - start, ended - began))
                 phases["child: the cell (own time)"].append((cell_started - start, results[0].seconds))
                 own = sum(result.seconds for result in results)
-                overheads.append((marks[-1][1] - start - own) / arguments.codes)
+                overheads.append((end - start - own) / arguments.codes)
             floor = fork_floor(session.recorder)
             trips = []
             for _ in range(20):
