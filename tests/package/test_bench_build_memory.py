@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from types import ModuleType
 
-from repository import REPOSITORY
+from repository import bench_module
 
 MIB = 1 << 20
 # the parent fills 120 MiB, then forks a child that still shares them and fills 120 MiB of its own
@@ -25,18 +23,8 @@ time.sleep(60)
 """
 
 
-def _bench_build() -> ModuleType:
-    """bench/bench_build.py as a module (registered first: its dataclass looks its module up)."""
-    spec = importlib.util.spec_from_file_location("themisto_test_bench_build", REPOSITORY / "bench" / "bench_build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_tree_memory_counts_a_forked_child_and_its_shared_pages_once() -> None:
-    bench_build = _bench_build()
+    bench_build = bench_module("bench_build")
     parent = subprocess.Popen([sys.executable, "-c", _TREE], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None and parent.stdout.readline() == "ready\n"
