@@ -599,6 +599,63 @@ def test_a_child_that_writes_memory_it_shares_with_the_replay_is_caught(tmp_path
         assert requests[-1] == ["snapshot"]
 
 
+# A cell of the replay that makes the children's copies of the working folder start late: the kernel-side module's
+# copy_tree, which a child calls before it is ready, wrapped (the wrapper is in the state every child forks from).
+# The first child to copy (it takes the file ``marker``) waits ``first`` seconds, the others ``later``.
+SLOW_COPY = """import os as _os, sys as _sys, time as _time
+_fork = _sys.modules["_themisto_fork"]
+_copy = _fork.copy_tree
+def _slow_copy(source, target):
+    try:
+        _os.close(_os.open({marker!r}, _os.O_CREAT | _os.O_EXCL))
+        _time.sleep({first})
+    except FileExistsError:
+        _time.sleep({later})
+    _copy(source, target)
+_fork.copy_tree = _slow_copy"""
+
+
+def _text(result: Any) -> str:
+    """A forked cell's output text: its streams and the plain text of its results."""
+    return "".join(
+        m["content"].get("text", m["content"].get("data", {}).get("text/plain", "")) for m in result.messages
+    )
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_a_slow_copy_counts_against_no_cell_and_no_cell_writes_into_a_later_childs_copy(
+    tmp_path: Path, sandbox: bool
+) -> None:
+    if sandbox and landlock.abi_version() < FORK_ABI:
+        pytest.skip("this machine's Landlock cannot confine a prediction")
+    leak = tmp_path / "work" / "leak.txt"
+    with _forking_session(tmp_path, RecordOptions(timeout=1, sandbox=sandbox)) as session:
+        marker = str(tmp_path / "scratch" / "first")
+        session.run_cell(SLOW_COPY.format(marker=marker, first=0, later=1.5), "c")
+        # the second child's copy takes longer than a cell's time limit, which starts only once it is ready
+        results = session.fork_run([f"open({str(leak)!r}, 'w').write('x')", "import os\nos.path.exists('leak.txt')"])
+    assert results is not None
+    # unconfined, the first cell writes the kernel's folder, but only once the second child has its copy (it
+    # would otherwise still be copying when the first runs); confined, Landlock refuses the write
+    assert [result.status for result in results] == ["error" if sandbox else "ok", "ok"], results
+    assert leak.exists() is not sandbox
+    assert _text(results[1]) == "False"
+
+
+def test_a_child_not_ready_in_time_is_a_fault_and_the_next_request_runs(tmp_path: Path) -> None:
+    with _forking_session(tmp_path) as session:
+        marker = str(tmp_path / "scratch" / "first")
+        session.run_cell(SLOW_COPY.format(marker=marker, first=3, later=3) + "\n_fork.READY_SECONDS = 0.5", "c")
+        results = session.fork_run(["1 + 1"])
+        assert results is not None
+        assert [(result.status, result.evalue) for result in results] == [
+            ("fault", "the child was not ready within 0.5 s")
+        ]
+        session.run_cell("_fork.copy_tree = _copy", "d")
+        again = session.fork_run(["1 + 1"])
+        assert again is not None and again[0].status == "ok" and _text(again[0]) == "2"
+
+
 def test_a_working_folder_that_cannot_be_copied_fails_the_cells_alone(tmp_path: Path) -> None:
     work, scratch = tmp_path / "work", tmp_path / "scratch"
     work.mkdir()

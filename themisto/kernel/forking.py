@@ -145,9 +145,11 @@ class ForkingSession:
             # making can be waiting behind this one, and the check needs no round trip of its own
             expressions["snapshot"] = self.recorder.snapshot_expression()
         try:
-            # Each child has its timeout for the cell and again for the snapshot, and a few seconds to answer
-            # the parent between them; the copies take the rest, and the replay's own snapshot a timeout.
-            limit = len(codes) * (2 * self.options.timeout + fork.ACK_SECONDS) + KERNEL_START_TIMEOUT
+            # Each child has its time to get ready (its copy of the folder), its timeout for the cell and again
+            # for the snapshot, and a few seconds to answer the parent between them; the forks and reaps take
+            # the rest, and the replay's own snapshot a timeout.
+            each = fork.READY_SECONDS + 2 * self.options.timeout + fork.ACK_SECONDS
+            limit = len(codes) * each + KERNEL_START_TIMEOUT
             return self.recorder.request(expressions, limit + self.options.timeout * (len(expressions) - 1))
         finally:
             for path in request.code_files:  # the kernel deletes them; not if it never got to them

@@ -13,13 +13,12 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
 1. forks the kernel process (``os.fork``): the child has the parent's whole
    state, copy-on-write, and the parent's state is untouched by what the child
    does;
-2. copies the kernel's working directory into the child's private folder while
-   the child gets ready (step 3, up to its cell), before the cell's time limit
-   starts;
-3. in the child: closes the other cells' code files, reads its own; moves into
+2. in the child: closes the other cells' code files, reads its own; moves into
    a process group of its own (so a timeout kills the child and whatever it
    started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
-   it inherited (the kernel's channels); with ``request.confine``, enters
+   it inherited (the kernel's channels); copies the kernel's working directory
+   into its private folder (each child its own, beside the kernel's next fork
+   and the other children's copies); with ``request.confine``, enters
    user, IPC, network and PID namespaces of its own
    (:mod:`themisto.kernel.inside.namespaces`: no network even where the kernel
    has it), a Landlock domain of its own (writes only in its private folder and
@@ -39,16 +38,20 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    ``Session`` objects with a capture, so every message the shell would publish
    (``display_data``, ``execute_result``, ``error`` tracebacks, ``clear_output``,
    comm traffic) is kept in order and nothing reaches the kernel's sockets;
-   limits OpenMP to one thread (see :func:`single_threaded_openmp`); waits for
-   the parent's go, then moves into its copy of the working directory; runs the cell with ``shell.run_cell(code, store_history=False)`` (no
-   write to the history database, no execution count; the cell is only added to the in-memory history, where
-   IPython looks for a trailing ``;``, see :func:`_as_last_input`); writes the outcome
+   limits OpenMP to one thread (see :func:`single_threaded_openmp`); moves into
+   its copy of the working directory; adds the cell to the in-memory input
+   history, where IPython looks for a trailing ``;`` (see :func:`_as_last_input`);
+   writes a ready frame and waits for the parent's go (the cell's time limit
+   starts at the go, so a slow copy does not count against it); runs the cell
+   with ``shell.run_cell(code, store_history=False)`` (no write to the history
+   database, no execution count); writes the outcome
    (status, error cut to the output budget, the captured messages) as a frame into its
    result pipe; answers the kernel's acknowledgement; takes the snapshot of its namespace
    (:func:`themisto.kernel.inside.snapshot.take`, reusing the parent's description
    cache copy-on-write); writes it; and waits to be killed, never returning
    into the kernel;
-4. in the parent: reads the child's frames until the cell's deadline (then the
+3. in the parent: waits for the child's ready frame (or the fault that says
+   why it could not get ready), sends the go, reads the child's frames until the cell's deadline (then the
    acknowledgement's, then the snapshot's), each within a bound (:func:`outcome_limit`,
    :func:`snapshot_limit`: a longer one makes the result a fault, and is not held),
    and the child's file descriptors 1 and 2 meanwhile; takes the outcome only once
@@ -61,7 +64,9 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    which would otherwise live until the namespace's init ran again). Every
    child of the request is forked before the first cell runs (so no child is a copy of a kernel that
    holds another child's result, the reference's among them), cells run one
-   at a time, and killed children are reaped (and their folders deleted) once
+   at a time (a confined child may still be copying the kernel's folder while
+   an earlier one runs, since a confined cell writes only its own folder; an
+   unconfined request waits until every child is ready), and killed children are reaped (and their folders deleted) once
    all cells of the request have run, or, those still exiting then, while the
    next request's children get ready: an exit costs tens of milliseconds for a kernel
    that loaded pandas and scikit-learn (about 1,400 memory mappings to unmap),
@@ -128,6 +133,11 @@ MESSAGE_CHARGE = 64
 _OUTCOME_BYTES_PER_CHAR = 32
 _SLACK = 1 << 20
 _VARIABLE_FIELDS_BYTES = 16 << 10
+# The child's first frame once it has copied its folder and confined itself (it then waits for the go).
+READY_FRAME = ""
+# Seconds a child has to get ready, from when the kernel waits for it: milliseconds as a rule, longer where it
+# copies a large working folder; past them its result is a fault that says so.
+READY_SECONDS = 60.0
 # The runner's answer to the parent's acknowledgement, between the outcome frame and the snapshot's.
 ACK_FRAME = ""
 # Seconds the runner has to answer it (it does at once: it only waits for the parent's byte).
@@ -401,6 +411,13 @@ def _child(
     code = _read_all(code_fd)
     # the kernel's sockets (its channels to the scorer) are no business of the cell's
     _close_sockets()
+    # each child copies its own folder, before it confines itself (its domain does not read the kernel's folder):
+    # the copies run beside the kernel's next fork and each other, not one after another in the kernel
+    try:
+        copy_tree(request.root, os.path.join(folder, WORK_FOLDER))
+    except OSError as exc:
+        write(_frame("fault", "OSError", f"cannot copy the working directory: {exc}").to_json())
+        return
     if request.confine:
         try:
             # namespaces of its own: no network even where the kernel has it (--allow-network), a PID namespace
@@ -418,11 +435,12 @@ def _child(
     capture = Capture(request.max_raw_output_chars)
     _isolate(capture, fd_output)
     single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
-    if os.read(go, 1) != b"g":  # the parent gave up on this cell
-        return
-    os.chdir(cwd)  # the parent copied the folder while this process got ready
+    os.chdir(cwd)
     shell = get_ipython()
     _as_last_input(shell, code)
+    write(READY_FRAME)  # nothing more is written until the go, so the parent's reading of this frame takes no other
+    if os.read(go, 1) != b"g":  # the parent gave up on this cell
+        return
     started = time.perf_counter()
     result = shell.run_cell(code, store_history=False)
     seconds = time.perf_counter() - started
@@ -697,6 +715,8 @@ def _ended(pid: int, block: bool) -> bool:
 
 # The killed children of earlier requests still unmapping their memory, reaped at the start of the next request.
 _DYING: list[Child] = []
+# The child's copy of the kernel's working directory, inside its private folder.
+WORK_FOLDER = "work"
 
 
 class Child:
@@ -716,9 +736,9 @@ class Child:
         # the PID namespace the process that runs the cell is in (its inode), once known (start)
         self.namespace: int | None = None
         self.fault: ChildResult | None = None
+        self._ready = False
         self.directory = tempfile.mkdtemp(prefix="p-", dir=request.scratch)
-        self.work = os.path.join(self.directory, "work")
-        cwd = _private_cwd(request.root, self.work)
+        cwd = _private_cwd(request.root, os.path.join(self.directory, WORK_FOLDER))
         openmp_setters()  # found here, in the parent, so each child only calls them
         prctl = _prctl()
         parent = os.getpid()
@@ -763,14 +783,26 @@ class Child:
         with contextlib.suppress(OSError):  # the child may already have done it, or exited
             os.setpgid(pid, pid)
 
-    def copy(self, root: str) -> None:
-        """Copy the kernel's working directory ``root`` into the child's folder, while the child gets ready (it
-        moves in on :meth:`start`); a child whose copy fails is killed, its result a fault."""
+    def ready(self) -> None:
+        """Wait for the child's first frame: ready (it has copied its folder and confined itself), or why it could
+        not get ready; a child that is not ready within :data:`READY_SECONDS` is killed, its result a fault. A
+        confined child's PID namespace is noted once it is ready, so that :meth:`kill` finds every process in it.
+        """
+        if self.fault is not None or self._ready:
+            return
+        frames: list[str | None] = []
         try:
-            copy_tree(root, self.work)
-        except OSError as exc:
-            self.kill()
-            self.fault = _frame("fault", "OSError", f"cannot copy the working directory: {exc}")
+            frames = list(_frames(self._read, [time.monotonic() + READY_SECONDS], self.limits[:1], self.output))
+        except Oversized as exc:
+            self.fault = _frame("fault", "ValueError", f"malformed result from the child: {exc}")
+        if frames == [READY_FRAME] and self.fault is None:
+            self._ready = True
+            if self.confined:
+                self.namespace = _children_pid_namespace(self.pid, time.monotonic() + ACK_SECONDS)
+            return
+        self.kill()
+        if self.fault is None:
+            self.fault = _not_ready(frames, _waitpid(self.pid) if not frames else 0)
 
     def pipes(self) -> list[int]:
         """The kernel's ends of this child's pipes (none once it has been killed, or for a fault)."""
@@ -779,12 +811,9 @@ class Child:
         return [self._read, self._go, self.output.descriptor]
 
     def start(self) -> None:
-        """Let the child run its cell; its time limit starts now. A confined child's PID namespace is noted
-        first (it has left the kernel's a few milliseconds after its fork), so that :meth:`kill` finds every
-        process in it."""
+        """Let the child run its cell once it is ready (:meth:`ready`); its time limit starts now."""
+        self.ready()
         if self.fault is None:
-            if self.confined:
-                self.namespace = _children_pid_namespace(self.pid, time.monotonic() + ACK_SECONDS)
             self._started = time.monotonic()
             self._deadline = self._started + self.timeout
             with contextlib.suppress(OSError):  # the child is gone: collect() says how
@@ -872,16 +901,11 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float, el
     An outcome counts only once the child has answered the acknowledgement the parent sent on reading it:
     the runner answers and goes on to the snapshot, while code that wrote an outcome into the pipe and ended
     its process (or wrote a snapshot straight after) does not. The cell's time is at most what the parent saw.
-    A child that could not get ready (its copy, its confinement, its init) says why in a lone ``fault`` frame,
-    which fails the cell as ``exited`` would.
     """
     wire = _BOUND["wire"]
     if len(frames) < 2:
         if timed_out:
             return _frame("timeout", "TimeoutError", f"cell did not finish within {timeout:g} s")
-        with contextlib.suppress(wire.WireError):
-            if frames and (claimed := wire.ChildResult.from_json(frames[0])).status == "fault":
-                return _frame("fault", claimed.ename, claimed.evalue)
         return _frame("exited", "ChildProcessError", f"the cell ended its process ({_exit_description(status)})")
     try:
         outcome: ChildResult = wire.ChildResult.from_json(frames[0])
@@ -896,6 +920,21 @@ def _outcome(frames: list[str], timed_out: bool, status: int, timeout: float, el
     if timed_out:
         return dataclasses.replace(outcome, snapshot_error=f"the snapshot did not finish within {timeout:g} s")
     return outcome
+
+
+def _not_ready(frames: list[str | None], status: int) -> ChildResult:
+    """The fault of a child that did not get ready, from its first frame (None: none came in time) and, where
+    none came at all, its wait status. No cell code has run yet, so a ``fault`` frame is the runner's own: a
+    child that could not copy its folder, confine itself or start its init says why in one."""
+    wire = _BOUND["wire"]
+    if frames == [None]:
+        return _frame("fault", "TimeoutError", f"the child was not ready within {READY_SECONDS:g} s")
+    with contextlib.suppress(wire.WireError):
+        if frames and frames[0] and (claimed := wire.ChildResult.from_json(frames[0])).status == "fault":
+            return _frame("fault", claimed.ename, claimed.evalue)
+    if frames:
+        return _frame("fault", "ValueError", "malformed result from the child: not its ready frame")
+    return _frame("fault", "ChildProcessError", f"the child ended before its cell ({_exit_description(status)})")
 
 
 def _with_output(outcome: ChildResult, data: bytes, budget: int) -> ChildResult:
@@ -956,8 +995,9 @@ def run(request: ForkRequest) -> Any:
     Returns a ``wire.ForkResult`` as JSON text, one ``wire.ChildResult`` per cell. The code files are
     opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
-    Every child is forked (and gets ready) before the first cell runs, so no child's memory holds the result of
-    another (the reference's, first, among them); the cells then run one at a time. Killed children are
+    Every child is forked before the first cell runs, so no child's memory holds the result of another (the
+    reference's, first, among them); each then copies its folder and gets ready, and the cells run one at a
+    time. Killed children are
     reaped at the end (or at the next request, those still exiting), so their exits (unmapping a copy of a large
     kernel) overlap the next cells.
     """
@@ -979,12 +1019,15 @@ def run(request: ForkRequest) -> Any:
         for index, descriptor in enumerate(code_fds):
             os.close(descriptor)  # forked: the kernel keeps no way to the cells
             code_fds[index] = -1
-        # while the children get ready (namespaces, Landlock, their init), the kernel copies their folders and
-        # reaps the last request's, which ended while the scorer compared their results and ran the replay's cell
-        for child in children:
-            child.copy(request.root)
+        # while the children get ready (their copies, namespaces, Landlock, their init), the kernel reaps the last
+        # request's, which ended while the scorer compared their results and ran the replay's cell
         while _DYING:
             _DYING.pop().reap()
+        if not request.confine:
+            # an unconfined cell may write the kernel's working folder: every child has copied it before one runs
+            # (a confined cell writes only its own folder, so a later child's copy may run beside it)
+            for child in children:
+                child.ready()
         for child in children:
             child.start()
             results.append(child.collect())
