@@ -12,7 +12,8 @@ start (ms from the host's start of the request) and median length, the request's
 ``regression.py`` counts it, an empty silent request's round trip and a bare ``os.fork()`` and exit of the same
 kernel (``bench_exec.fork_floor``).
 
-Usage: ``.venv/bin/python bench/fork_timeline.py [--runs N] [--codes K]``; a profile to read, no target.
+Usage: ``.venv/bin/python bench/fork_timeline.py [--runs N] [--codes K] [--extra-mib M]``; a profile to read, no
+target.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM_UP = 3
+# --extra-mib comes in files of this many MiB (a working folder of a few large data files)
+EXTRA_FILE_MIB = 8
 # the kernel-side wrappers, installed once by a silent cell: a name for each function a request goes through
 WRAP = r"""
 import sys as _sys, time as _time
@@ -81,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help=f"fork requests measured, after {WARM_UP} warm-up")
     parser.add_argument("--codes", type=int, default=1, help="cells per request (distinct codes of one step)")
+    parser.add_argument(
+        "--extra-mib", type=int, default=0, help="MiB of zeros added to the working folder, in files of 8 MiB"
+    )
     arguments = parser.parse_args(argv)
     sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
     from bench_exec import fork_floor
@@ -94,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="themisto-fork-timeline-") as scratch_root:
         work, scratch = Path(scratch_root) / "work", Path(scratch_root) / "scratch"
         shutil.copytree(ROOT / "data" / "files", work / "files")
+        for number in range(0, arguments.extra_mib, EXTRA_FILE_MIB):
+            (work / f"extra-{number}.bin").write_bytes(bytes(min(EXTRA_FILE_MIB, arguments.extra_mib - number) << 20))
         scratch.mkdir()
         with ForkingSession("timeline", work, RecordOptions(timeout=600), scratch) as session:
             session.run_cell(FORK_SETUP, "setup")

@@ -599,18 +599,14 @@ def test_a_child_that_writes_memory_it_shares_with_the_replay_is_caught(tmp_path
         assert requests[-1] == ["snapshot"]
 
 
-# A cell of the replay that makes the children's copies of the working folder start late: the kernel-side module's
-# copy_tree, which a child calls before it is ready, wrapped (the wrapper is in the state every child forks from).
-# The first child to copy (it takes the file ``marker``) waits ``first`` seconds, the others ``later``.
+# A cell of the replay after which a child's own copy of the working folder (every child's but the first's, which
+# the kernel copies) starts late: the kernel-side module's copy_tree wrapped, in the state every child forks from.
 SLOW_COPY = """import os as _os, sys as _sys, time as _time
 _fork = _sys.modules["_themisto_fork"]
-_copy = _fork.copy_tree
+_copy, _kernel = _fork.copy_tree, _os.getpid()
 def _slow_copy(source, target):
-    try:
-        _os.close(_os.open({marker!r}, _os.O_CREAT | _os.O_EXCL))
-        _time.sleep({first})
-    except FileExistsError:
-        _time.sleep({later})
+    if _os.getpid() != _kernel:
+        _time.sleep({seconds})
     _copy(source, target)
 _fork.copy_tree = _slow_copy"""
 
@@ -630,8 +626,7 @@ def test_a_slow_copy_counts_against_no_cell_and_no_cell_writes_into_a_later_chil
         pytest.skip("this machine's Landlock cannot confine a prediction")
     leak = tmp_path / "work" / "leak.txt"
     with _forking_session(tmp_path, RecordOptions(timeout=1, sandbox=sandbox)) as session:
-        marker = str(tmp_path / "scratch" / "first")
-        session.run_cell(SLOW_COPY.format(marker=marker, first=0, later=1.5), "c")
+        session.run_cell(SLOW_COPY.format(seconds=1.5), "c")
         # the second child's copy takes longer than a cell's time limit, which starts only once it is ready
         results = session.fork_run([f"open({str(leak)!r}, 'w').write('x')", "import os\nos.path.exists('leak.txt')"])
     assert results is not None
@@ -644,16 +639,14 @@ def test_a_slow_copy_counts_against_no_cell_and_no_cell_writes_into_a_later_chil
 
 def test_a_child_not_ready_in_time_is_a_fault_and_the_next_request_runs(tmp_path: Path) -> None:
     with _forking_session(tmp_path) as session:
-        marker = str(tmp_path / "scratch" / "first")
-        session.run_cell(SLOW_COPY.format(marker=marker, first=3, later=3) + "\n_fork.READY_SECONDS = 0.5", "c")
-        results = session.fork_run(["1 + 1"])
+        session.run_cell(SLOW_COPY.format(seconds=3) + "\n_fork.READY_SECONDS = 0.5", "c")
+        results = session.fork_run(["1 + 1", "2 + 2"])
         assert results is not None
-        assert [(result.status, result.evalue) for result in results] == [
-            ("fault", "the child was not ready within 0.5 s")
-        ]
+        assert (results[0].status, _text(results[0])) == ("ok", "2")
+        assert (results[1].status, results[1].evalue) == ("fault", "the child was not ready within 0.5 s")
         session.run_cell("_fork.copy_tree = _copy", "d")
-        again = session.fork_run(["1 + 1"])
-        assert again is not None and again[0].status == "ok" and _text(again[0]) == "2"
+        again = session.fork_run(["1 + 1", "2 + 2"])
+        assert again is not None and [_text(result) for result in again] == ["2", "4"]
 
 
 def test_a_working_folder_that_cannot_be_copied_fails_the_cells_alone(tmp_path: Path) -> None:

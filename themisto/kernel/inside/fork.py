@@ -17,8 +17,9 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    a process group of its own (so a timeout kills the child and whatever it
    started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
    it inherited (the kernel's channels); copies the kernel's working directory
-   into its private folder (each child its own, beside the kernel's next fork
-   and the other children's copies); with ``request.confine``, enters
+   into its private folder (each child after the first its own, beside the
+   first's readiness and cell; the kernel copies the first's while it gets
+   ready); with ``request.confine``, enters
    user, IPC, network and PID namespaces of its own
    (:mod:`themisto.kernel.inside.namespaces`: no network even where the kernel
    has it), a Landlock domain of its own (writes only in its private folder and
@@ -38,11 +39,11 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    ``Session`` objects with a capture, so every message the shell would publish
    (``display_data``, ``execute_result``, ``error`` tracebacks, ``clear_output``,
    comm traffic) is kept in order and nothing reaches the kernel's sockets;
-   limits OpenMP to one thread (see :func:`single_threaded_openmp`); moves into
-   its copy of the working directory; adds the cell to the in-memory input
-   history, where IPython looks for a trailing ``;`` (see :func:`_as_last_input`);
-   writes a ready frame and waits for the parent's go (the cell's time limit
-   starts at the go, so a slow copy does not count against it); runs the cell
+   limits OpenMP to one thread (see :func:`single_threaded_openmp`); adds the
+   cell to the in-memory input history, where IPython looks for a trailing ``;``
+   (see :func:`_as_last_input`); writes a ready frame and waits for the parent's
+   go (the cell's time limit starts at the go, so a slow copy does not count
+   against it); moves into its copy of the working directory; runs the cell
    with ``shell.run_cell(code, store_history=False)`` (no write to the history
    database, no execution count); writes the outcome
    (status, error cut to the output budget, the captured messages) as a frame into its
@@ -50,8 +51,9 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    (:func:`themisto.kernel.inside.snapshot.take`, reusing the parent's description
    cache copy-on-write); writes it; and waits to be killed, never returning
    into the kernel;
-3. in the parent: waits for the child's ready frame (or the fault that says
-   why it could not get ready), sends the go, reads the child's frames until the cell's deadline (then the
+3. in the parent: copies the first child's folder while it gets ready; waits
+   for the child's ready frame (or the fault that says why it could not get
+   ready), sends the go, reads the child's frames until the cell's deadline (then the
    acknowledgement's, then the snapshot's), each within a bound (:func:`outcome_limit`,
    :func:`snapshot_limit`: a longer one makes the result a fault, and is not held),
    and the child's file descriptors 1 and 2 meanwhile; takes the outcome only once
@@ -403,21 +405,22 @@ def _child(
     go: int,
     fd_output: int,
     write: Callable[[str], None],
+    copies: bool,
 ) -> None:
-    """In the forked process: get ready, wait for the go, run the cell, write the outcome frame, answer the
-    parent's acknowledgement, then write the snapshot frame."""
+    """In the forked process: get ready (copying the working folder itself where it ``copies``), wait for the
+    go, run the cell, write the outcome frame, answer the parent's acknowledgement, then write the snapshot
+    frame."""
     from IPython import get_ipython
 
     code = _read_all(code_fd)
     # the kernel's sockets (its channels to the scorer) are no business of the cell's
     _close_sockets()
-    # each child copies its own folder, before it confines itself (its domain does not read the kernel's folder):
-    # the copies run beside the kernel's next fork and each other, not one after another in the kernel
-    try:
-        copy_tree(request.root, os.path.join(folder, WORK_FOLDER))
-    except OSError as exc:
-        write(_frame("fault", "OSError", f"cannot copy the working directory: {exc}").to_json())
-        return
+    if copies:  # before it confines itself: its domain does not read the kernel's folder
+        try:
+            copy_tree(request.root, os.path.join(folder, WORK_FOLDER))
+        except OSError as exc:
+            write(_frame("fault", "OSError", f"{CANNOT_COPY}: {exc}").to_json())
+            return
     if request.confine:
         try:
             # namespaces of its own: no network even where the kernel has it (--allow-network), a PID namespace
@@ -435,12 +438,12 @@ def _child(
     capture = Capture(request.max_raw_output_chars)
     _isolate(capture, fd_output)
     single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
-    os.chdir(cwd)
     shell = get_ipython()
     _as_last_input(shell, code)
     write(READY_FRAME)  # nothing more is written until the go, so the parent's reading of this frame takes no other
     if os.read(go, 1) != b"g":  # the parent gave up on this cell
         return
+    os.chdir(cwd)  # the first child's folder is the parent's to copy, done by the go
     started = time.perf_counter()
     result = shell.run_cell(code, store_history=False)
     seconds = time.perf_counter() - started
@@ -715,8 +718,9 @@ def _ended(pid: int, block: bool) -> bool:
 
 # The killed children of earlier requests still unmapping their memory, reaped at the start of the next request.
 _DYING: list[Child] = []
-# The child's copy of the kernel's working directory, inside its private folder.
+# The child's copy of the kernel's working directory, inside its private folder, and what a failed copy says.
 WORK_FOLDER = "work"
+CANNOT_COPY = "cannot copy the working directory"
 
 
 class Child:
@@ -772,7 +776,7 @@ class Child:
                     while data:
                         data = data[os.write(write_end, data) :]
 
-                _child(code_fds[index], request, self.directory, cwd, go_read, output_write, write)
+                _child(code_fds[index], request, self.directory, cwd, go_read, output_write, write, index > 0)
             finally:
                 os._exit(0)
         self.pid = pid
@@ -782,6 +786,16 @@ class Child:
         self.output = FdOutput(output_read, self.budget + 1)
         with contextlib.suppress(OSError):  # the child may already have done it, or exited
             os.setpgid(pid, pid)
+
+    def copy(self, root: str) -> None:
+        """Copy the kernel's working directory ``root`` into the first child's folder while that child gets ready
+        (it moves in before its ready frame, which the parent reads after this); a child whose copy fails is
+        killed, its result a fault."""
+        try:
+            copy_tree(root, os.path.join(self.directory, WORK_FOLDER))
+        except OSError as exc:
+            self.kill()
+            self.fault = _frame("fault", "OSError", f"{CANNOT_COPY}: {exc}")
 
     def ready(self) -> None:
         """Wait for the child's first frame: ready (it has copied its folder and confined itself), or why it could
@@ -996,10 +1010,9 @@ def run(request: ForkRequest) -> Any:
     opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
     Every child is forked before the first cell runs, so no child's memory holds the result of another (the
-    reference's, first, among them); each then copies its folder and gets ready, and the cells run one at a
-    time. Killed children are
-    reaped at the end (or at the next request, those still exiting), so their exits (unmapping a copy of a large
-    kernel) overlap the next cells.
+    reference's, first, among them); each then gets ready (its folder copied), and the cells run one at a time.
+    Killed children are reaped at the end (or at the next request, those still exiting), so their exits
+    (unmapping a copy of a large kernel) overlap the next cells.
     """
     code_fds: list[int] = []
     try:
@@ -1021,6 +1034,11 @@ def run(request: ForkRequest) -> Any:
             code_fds[index] = -1
         # while the children get ready (their copies, namespaces, Landlock, their init), the kernel reaps the last
         # request's, which ended while the scorer compared their results and ran the replay's cell
+        # the first child's folder is the kernel's to copy, while that child gets ready; each later child copies
+        # its own, beside the first's readiness and cell (the kernel would copy them one after another before
+        # the first cell could start)
+        for first in children[:1]:
+            first.copy(request.root)
         while _DYING:
             _DYING.pop().reap()
         if not request.confine:
