@@ -68,8 +68,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    holds another child's result, the reference's among them), cells run one
    at a time (a confined child may still be copying the kernel's folder while
    an earlier one runs, since a confined cell writes only its own folder; an
-   unconfined request waits until every child is ready), and killed children are reaped (and their folders deleted) once
-   all cells of the request have run, or, those still exiting then, while the
+   unconfined request waits until every child is ready), and killed children
+   are reaped (and their folders deleted) once all cells of the request have run, or, those still exiting then, while the
    next request's children get ready: an exit costs tens of milliseconds for a kernel
    that loaded pandas and scikit-learn (about 1,400 memory mappings to unmap),
    and overlaps the next cells, the scorer's comparisons and the replay's own
@@ -135,7 +135,8 @@ MESSAGE_CHARGE = 64
 _OUTCOME_BYTES_PER_CHAR = 32
 _SLACK = 1 << 20
 _VARIABLE_FIELDS_BYTES = 16 << 10
-# The child's first frame once it has copied its folder and confined itself (it then waits for the go).
+# The child's first frame, once it is ready for its cell (confined, its folder copied where it copies it itself);
+# it then waits for the go.
 READY_FRAME = ""
 # Seconds a child has to get ready, from when the kernel waits for it: milliseconds as a rule, longer where it
 # copies a large working folder; past them its result is a fault that says so.
@@ -789,8 +790,7 @@ class Child:
 
     def copy(self, root: str) -> None:
         """Copy the kernel's working directory ``root`` into the first child's folder while that child gets ready
-        (it moves in before its ready frame, which the parent reads after this); a child whose copy fails is
-        killed, its result a fault."""
+        (it moves in on its go, which follows this); a child whose copy fails is killed, its result a fault."""
         try:
             copy_tree(root, os.path.join(self.directory, WORK_FOLDER))
         except OSError as exc:
@@ -798,7 +798,7 @@ class Child:
             self.fault = _frame("fault", "OSError", f"{CANNOT_COPY}: {exc}")
 
     def ready(self) -> None:
-        """Wait for the child's first frame: ready (it has copied its folder and confined itself), or why it could
+        """Wait for the child's first frame: ready (confined, its folder copied where it copies it), or why it could
         not get ready; a child that is not ready within :data:`READY_SECONDS` is killed, its result a fault. A
         confined child's PID namespace is noted once it is ready, so that :meth:`kill` finds every process in it.
         """
@@ -1032,11 +1032,10 @@ def run(request: ForkRequest) -> Any:
         for index, descriptor in enumerate(code_fds):
             os.close(descriptor)  # forked: the kernel keeps no way to the cells
             code_fds[index] = -1
-        # while the children get ready (their copies, namespaces, Landlock, their init), the kernel reaps the last
-        # request's, which ended while the scorer compared their results and ran the replay's cell
         # the first child's folder is the kernel's to copy, while that child gets ready; each later child copies
         # its own, beside the first's readiness and cell (the kernel would copy them one after another before
-        # the first cell could start)
+        # the first cell could start); then the kernel reaps the last request's children, which ended while the
+        # scorer compared their results and ran the replay's cell
         for first in children[:1]:
             first.copy(request.root)
         while _DYING:
