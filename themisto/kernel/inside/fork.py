@@ -416,12 +416,10 @@ def _child(
     code = _read_all(code_fd)
     # the kernel's sockets (its channels to the scorer) are no business of the cell's
     _close_sockets()
-    if copies:  # before it confines itself: its domain does not read the kernel's folder
-        try:
-            copy_tree(request.root, os.path.join(folder, WORK_FOLDER))
-        except OSError as exc:
-            write(_frame("fault", "OSError", f"{CANNOT_COPY}: {exc}").to_json())
-            return
+    # before it confines itself: its domain does not read the kernel's folder
+    if copies and (fault := _copy_work(request.root, folder)) is not None:
+        write(fault.to_json())
+        return
     if request.confine:
         try:
             # namespaces of its own: no network even where the kernel has it (--allow-network), a PID namespace
@@ -719,9 +717,18 @@ def _ended(pid: int, block: bool) -> bool:
 
 # The killed children of earlier requests still unmapping their memory, reaped at the start of the next request.
 _DYING: list[Child] = []
-# The child's copy of the kernel's working directory, inside its private folder, and what a failed copy says.
+# The child's copy of the kernel's working directory, inside its private folder.
 WORK_FOLDER = "work"
-CANNOT_COPY = "cannot copy the working directory"
+
+
+def _copy_work(root: str, directory: str) -> ChildResult | None:
+    """Copy the kernel's working directory ``root`` into a child's private folder ``directory``; the fault that
+    says why it failed, or None."""
+    try:
+        copy_tree(root, os.path.join(directory, WORK_FOLDER))
+    except OSError as exc:
+        return _frame("fault", "OSError", f"cannot copy the working directory: {exc}")
+    return None
 
 
 class Child:
@@ -742,6 +749,10 @@ class Child:
         self.namespace: int | None = None
         self.fault: ChildResult | None = None
         self._ready = False
+        # the first child's folder is the kernel's to copy, while that child gets ready (copy); each later child
+        # copies its own, beside the first's readiness and cell (the kernel would copy them one after another
+        # before the first cell could start)
+        self.copies_itself = index > 0
         self.directory = tempfile.mkdtemp(prefix="p-", dir=request.scratch)
         cwd = _private_cwd(request.root, os.path.join(self.directory, WORK_FOLDER))
         openmp_setters()  # found here, in the parent, so each child only calls them
@@ -777,7 +788,7 @@ class Child:
                     while data:
                         data = data[os.write(write_end, data) :]
 
-                _child(code_fds[index], request, self.directory, cwd, go_read, output_write, write, index > 0)
+                _child(code_fds[index], request, self.directory, cwd, go_read, output_write, write, self.copies_itself)
             finally:
                 os._exit(0)
         self.pid = pid
@@ -789,13 +800,12 @@ class Child:
             os.setpgid(pid, pid)
 
     def copy(self, root: str) -> None:
-        """Copy the kernel's working directory ``root`` into the first child's folder while that child gets ready
-        (it moves in on its go, which follows this); a child whose copy fails is killed, its result a fault."""
-        try:
-            copy_tree(root, os.path.join(self.directory, WORK_FOLDER))
-        except OSError as exc:
+        """Copy the kernel's working directory ``root`` into the folder of a child that does not copy it itself,
+        while the child gets ready (it moves in on its go, which follows this); a child whose copy fails is
+        killed, its result a fault."""
+        self.fault = _copy_work(root, self.directory)
+        if self.fault is not None:
             self.kill()
-            self.fault = _frame("fault", "OSError", f"{CANNOT_COPY}: {exc}")
 
     def ready(self) -> None:
         """Wait for the child's first frame: ready (confined, its folder copied where it copies it), or why it could
@@ -804,19 +814,19 @@ class Child:
         """
         if self.fault is not None or self._ready:
             return
-        frames: list[str | None] = []
         try:
             frames = list(_frames(self._read, [time.monotonic() + READY_SECONDS], self.limits[:1], self.output))
         except Oversized as exc:
+            self.kill()
             self.fault = _frame("fault", "ValueError", f"malformed result from the child: {exc}")
-        if frames == [READY_FRAME] and self.fault is None:
-            self._ready = True
-            if self.confined:
-                self.namespace = _children_pid_namespace(self.pid, time.monotonic() + ACK_SECONDS)
             return
-        self.kill()
-        if self.fault is None:
+        if frames != [READY_FRAME]:
+            self.kill()
             self.fault = _not_ready(frames, _waitpid(self.pid) if not frames else 0)
+            return
+        self._ready = True
+        if self.confined:
+            self.namespace = _children_pid_namespace(self.pid, time.monotonic() + ACK_SECONDS)
 
     def pipes(self) -> list[int]:
         """The kernel's ends of this child's pipes (none once it has been killed, or for a fault)."""
@@ -1032,12 +1042,12 @@ def run(request: ForkRequest) -> Any:
         for index, descriptor in enumerate(code_fds):
             os.close(descriptor)  # forked: the kernel keeps no way to the cells
             code_fds[index] = -1
-        # the first child's folder is the kernel's to copy, while that child gets ready; each later child copies
-        # its own, beside the first's readiness and cell (the kernel would copy them one after another before
-        # the first cell could start); then the kernel reaps the last request's children, which ended while the
-        # scorer compared their results and ran the replay's cell
-        for first in children[:1]:
-            first.copy(request.root)
+        # while the children get ready, the kernel copies the folder of the one that does not copy it itself, then
+        # reaps the last request's children, which ended while the scorer compared their results and ran the
+        # replay's cell
+        for child in children:
+            if not child.copies_itself:
+                child.copy(request.root)
         while _DYING:
             _DYING.pop().reap()
         if not request.confine:
