@@ -8,8 +8,11 @@ the same inputs and the repetitions interleaved (base first, then head first), s
 a change of the machine's load hits both alike. Each figure is the least of its
 repetitions, as ``timeit`` advises: the machine's other work only adds time, so the least is the run it
 disturbed least (under a load of 4, the medians of three builds of two trees with the same build code
-differed by 1.15x). The run fails (exit 1) when the head's is more than ``--max-slowdown`` (1.2) times
-the base's.
+differed by 1.15x). A figure past ``--max-slowdown`` (1.2) times the base's is measured again, as many
+interleaved repetitions more of its probe in both trees (``--confirm`` rounds, default 1), and judged on all of
+them: a slowdown of the code stays, while a stretch of load on a shared machine that hit one tree's repetitions
+more than the other's passes (a CI run read the fork figure at 1.23x, the same two commits 0.98x on a quiet
+machine). The run fails (exit 1) when the head's is still more than ``--max-slowdown`` times the base's.
 
 Guarded figures (``NAME`` arguments choose among them):
 
@@ -47,6 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_SLOWDOWN = 1.2
+CONFIRM_ROUNDS = 1
 PROBES = ("build", "snapshot", "describe", "fork")
 # forked runs per fork measurement, after a warm-up of FORK_WARM_UP
 FORK_RUNS, FORK_WARM_UP = 40, 3
@@ -241,28 +245,49 @@ def _table(rows: list[dict[str, object]], max_slowdown: float) -> str:
 
 
 def run(
-    names: list[str], base: str, head: Path, repeat: int, steps: int, max_slowdown: float, log: Callable[[str], None]
+    names: list[str],
+    base: str,
+    head: Path,
+    repeat: int,
+    steps: int,
+    max_slowdown: float,
+    log: Callable[[str], None],
+    confirm: int = CONFIRM_ROUNDS,
 ) -> list[dict[str, object]]:
-    """Measure ``names`` in a worktree of ``base`` and in ``head``, interleaved; the rows of :func:`compare`."""
+    """Measure ``names`` in a worktree of ``base`` and in ``head``, interleaved, and again (``confirm`` rounds
+    at most) those with a figure past ``max_slowdown``; the rows of :func:`compare` over every repetition."""
     with tempfile.TemporaryDirectory(prefix="themisto-regression-") as tmp:
         folder = Path(tmp)
         base_tree = _base_tree(base, folder)
         try:
             corpus = _write_corpus(folder / "corpus", steps)
             figures: dict[Path, dict[str, list[float]]] = {base_tree: {}, head: {}}
-            for repetition in range(repeat):
-                # base first, then head first: a load that rises or falls over the run hits both alike
-                order = (base_tree, head) if repetition % 2 == 0 else (head, base_tree)
-                for name in names:
-                    for tree in order:
-                        started = time.perf_counter()
-                        for figure, value in _measure(tree, name, corpus).items():
-                            figures[tree].setdefault(figure, []).append(value)
-                        which = "base" if tree == base_tree else "head"
-                        log(f"{name} {which} {repetition + 1}/{repeat}: {time.perf_counter() - started:.1f} s")
+            probe_of: dict[str, str] = {}  # the probe that measures each figure
+            trees = {base_tree: "base", head: "head"}
+            rounds = range(confirm + 1)
+            for round_number in rounds:
+                for repetition in range(repeat):
+                    # base first, then head first: a load that rises or falls over the run hits both alike
+                    order = (base_tree, head) if repetition % 2 == 0 else (head, base_tree)
+                    for name in names:
+                        for tree in order:
+                            started = time.perf_counter()
+                            for figure, value in _measure(tree, name, corpus).items():
+                                figures[tree].setdefault(figure, []).append(value)
+                                probe_of[figure] = name
+                            seconds = time.perf_counter() - started
+                            again = f", confirming ({round_number}/{confirm})" if round_number else ""
+                            log(f"{name} {trees[tree]} {repetition + 1}/{repeat}{again}: {seconds:.1f} s")
+                rows = compare(figures[base_tree], figures[head], max_slowdown)
+                past = [row for row in rows if row["passed"] is False]
+                names = sorted({probe_of[str(row["figure"])] for row in past})
+                if not names or round_number == rounds[-1]:
+                    break
+                for row in past:
+                    log(f"{row['figure']}: {row['head / base']} past {max_slowdown:g}x; measuring it again")
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, check=False)
-    return compare(figures[base_tree], figures[head], max_slowdown)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions per tree (default: 3)")
     parser.add_argument("--steps", type=int, default=4000, help="steps of the build's synthetic corpus")
     parser.add_argument("--max-slowdown", type=float, default=MAX_SLOWDOWN, help="head / base allowed (1.2)")
+    parser.add_argument(
+        "--confirm",
+        type=int,
+        default=CONFIRM_ROUNDS,
+        help=f"rounds of --repeat repetitions more for a figure past the limit (default: {CONFIRM_ROUNDS})",
+    )
     parser.add_argument("--probe", choices=PROBES, help=argparse.SUPPRESS)  # one measurement, in a child
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -287,13 +318,13 @@ def main(argv: list[str] | None = None) -> int:
         figures = probes[args.probe]()
         print(json.dumps(figures))
         return 0
-    if args.repeat < 1 or args.steps < 1:
-        parser.error("--repeat and --steps must be at least 1")
+    if args.repeat < 1 or args.steps < 1 or args.confirm < 0:
+        parser.error("--repeat and --steps must be at least 1, --confirm at least 0")
     unknown = sorted(set(args.names) - set(PROBES))
     if unknown:
         parser.error(f"no guarded figure {', '.join(unknown)}; choose among {', '.join(PROBES)}")
     names = args.names or list(PROBES)
-    rows = run(names, args.base, args.head.resolve(), args.repeat, args.steps, args.max_slowdown, _stderr)
+    rows = run(names, args.base, args.head.resolve(), args.repeat, args.steps, args.max_slowdown, _stderr, args.confirm)
     print(_table(rows, args.max_slowdown))
     return 0 if all(row["passed"] is not False for row in rows) else 1
 
