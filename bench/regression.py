@@ -264,12 +264,12 @@ def run(
             figures: dict[Path, dict[str, list[float]]] = {base_tree: {}, head: {}}
             probe_of: dict[str, str] = {}  # the probe that measures each figure
             trees = {base_tree: "base", head: "head"}
-            rounds = range(confirm + 1)
-            for round_number in rounds:
+            probes = list(names)  # measured this round: all of them, then those with a figure past the limit
+            for round_number in range(confirm + 1):
                 for repetition in range(repeat):
                     # base first, then head first: a load that rises or falls over the run hits both alike
                     order = (base_tree, head) if repetition % 2 == 0 else (head, base_tree)
-                    for name in names:
+                    for name in probes:
                         for tree in order:
                             started = time.perf_counter()
                             for figure, value in _measure(tree, name, corpus).items():
@@ -280,8 +280,8 @@ def run(
                             log(f"{name} {trees[tree]} {repetition + 1}/{repeat}{again}: {seconds:.1f} s")
                 rows = compare(figures[base_tree], figures[head], max_slowdown)
                 past = [row for row in rows if row["passed"] is False]
-                names = sorted({probe_of[str(row["figure"])] for row in past})
-                if not names or round_number == rounds[-1]:
+                probes = sorted({probe_of[str(row["figure"])] for row in past})
+                if not probes or round_number == confirm:
                     break
                 for row in past:
                     log(f"{row['figure']}: {row['head / base']} past {max_slowdown:g}x; measuring it again")

@@ -102,6 +102,17 @@ def test_a_base_that_names_no_commit_is_one_line_and_exit_2() -> None:
     ]
 
 
+def test_a_negative_confirm_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "build", "--confirm", "-1"],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith("--confirm at least 0")
+
+
 def _copy(tree: Path, target: Path) -> Path:
     """The package of ``tree`` (the only part a probe imports from the tree measured) copied to ``target``."""
     shutil.rmtree(target, ignore_errors=True)
