@@ -15,9 +15,14 @@ BENCH = REPOSITORY / "bench" / "regression.py"
 BURN_SECONDS = 4.0
 
 
-def _regression(*args: str | Path, name: str = "build") -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(BENCH), name, "--base", "HEAD", "--steps", "300", *map(str, args)]
+def _bench(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``bench/regression.py`` run with ``args`` from the repository."""
+    command = [sys.executable, str(BENCH), *map(str, args)]
     return subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=900, check=False)
+
+
+def _regression(*args: str | Path, name: str = "build") -> subprocess.CompletedProcess[str]:
+    return _bench(name, "--base", "HEAD", "--steps", "300", *args)
 
 
 def _rows(output: str) -> dict[str, str]:
@@ -90,26 +95,14 @@ def test_a_forked_prediction_made_slower_fails(tmp_path: Path) -> None:
 
 
 def test_a_base_that_names_no_commit_is_one_line_and_exit_2() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "build", "--base", "no-such-revision-xyz"],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _bench("build", "--base", "no-such-revision-xyz")
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         f"error: --base no-such-revision-xyz names no commit of {REPOSITORY}"
     ]
 
 
 def test_a_negative_confirm_is_a_usage_error() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "build", "--confirm", "-1"],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _bench("build", "--confirm", "-1")
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith("--confirm at least 0")
 
 
