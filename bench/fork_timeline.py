@@ -9,8 +9,11 @@ functions a request goes through (``fork.run``, ``Child``'s steps, the child's n
 appends ``(name, start, end)`` on ``CLOCK_MONOTONIC``, which the host, the kernel and the children share; the
 kernel's list is read by a cell after each request, the first child's by its own cell. Printed: each phase's median
 start (ms from the host's start of the request) and median length, the request's overhead per prediction as
-``regression.py`` counts it, an empty silent request's round trip and a bare ``os.fork()`` and exit of the same
-kernel (``bench_exec.fork_floor``).
+``regression.py`` counts it, an empty silent request's round trip, a bare ``os.fork()`` and exit of the same
+kernel (``bench_exec.fork_floor``), and the floor of the design beside it: the forks a confined prediction needs
+before its cell can run, done bare (a fork, the PID namespace and its init, the second fork: ``namespaces.enter``
+and ``contain``), timed until the runner runs and until both processes have exited: the first is the wall time
+no request can save, the second the work each prediction adds to a machine's cores whatever overlaps it.
 
 Usage: ``.venv/bin/python bench/fork_timeline.py [--runs N] [--codes K] [--extra-mib M]``; a profile to read, no
 target.
@@ -71,6 +74,38 @@ _shell.kernel.session.send = _sent
 """
 # a forked cell: its process's own timeline (the child's wrappers ran in it) and when the cell began
 CELL = "import json, sys, time\nprint(json.dumps([time.monotonic(), sys.modules['_themisto_fork'].TIMELINE]))"
+# the design's floor (see the module's docstring), in seconds, the medians of FLOOR_RUNS until the runner runs and
+# until both processes have ended, as a function installed in the kernel's fork module by a silent cell (no user name
+# bound); None where the namespaces are refused
+DESIGN_FLOOR = r"""
+import os as _os, statistics as _statistics, sys as _sys, time as _time
+def _design_floor(runs):
+    namespaces, running, ended = _sys.modules["_themisto_namespaces"], [], []
+    for _ in range(runs):
+        read, write = _os.pipe()
+        started = _time.perf_counter()
+        pid = _os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _os.close(read)
+                namespaces.enter(network=False, map_ids=False, pid=True)
+                namespaces.contain()  # returns in the runner; the child waits for it and exits as it did
+                _os.write(write, b"r")
+                code = 0
+            finally:
+                _os._exit(code)
+        _os.close(write)
+        ran = _os.read(read, 1) == b"r"
+        running.append(_time.perf_counter() - started)
+        _os.close(read)
+        if _os.waitpid(pid, 0)[1] != 0 or not ran:
+            return None
+        ended.append(_time.perf_counter() - started)
+    return _statistics.median(running), _statistics.median(ended)
+_sys.modules["_themisto_fork"].DESIGN_FLOOR = _design_floor
+"""
+FLOOR_RUNS = 5
 READ_KERNEL = "import json, sys\nprint(json.dumps(sys.modules['_themisto_fork'].TIMELINE))"
 CLEAR_KERNEL = "__import__('sys').modules['_themisto_fork'].TIMELINE.clear()"
 
@@ -105,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         scratch.mkdir()
         with ForkingSession("timeline", work, RecordOptions(timeout=600), scratch) as session:
             session.run_cell(FORK_SETUP, "setup")
-            session.run_cell(f"exec(compile({WRAP!r}, '<timeline>', 'exec'), {{}})", "wrap")  # no user name bound
+            for name, code in (("wrap", WRAP), ("floor", DESIGN_FLOOR)):  # no user name bound
+                session.run_cell(f"exec(compile({code!r}, '<timeline>', 'exec'), {{}})", name)
             for run in range(WARM_UP + arguments.runs):
                 session.run_cell(CLEAR_KERNEL, "clear")
                 marks = [("host: checkpoint", time.monotonic())]
@@ -138,7 +174,21 @@ def main(argv: list[str] | None = None) -> int:
                 phases["child: the cell (own time)"].append((cell_started - start, results[0].seconds))
                 own = sum(result.seconds for result in results)
                 overheads.append((end - start - own) / arguments.codes)
-            floor = fork_floor(session.recorder)
+            # the bare fork and the design's floor in turn, a median of each
+            floors: list[float] = []
+            designs: list[tuple[float, ...]] = []
+            for _ in range(FLOOR_RUNS):
+                floors.append(fork_floor(session.recorder))
+                reply = (
+                    session.recorder.request(
+                        {"design": f"__import__('sys').modules['_themisto_fork'].DESIGN_FLOOR({FLOOR_RUNS})"}, 60
+                    ).reply
+                    or {}
+                )
+                answer = reply.get("content", {}).get("user_expressions", {}).get("design", {})
+                text = answer.get("data", {}).get("text/plain", "None")
+                if text != "None":  # None: no PID namespace here, the sandbox's neither
+                    designs.append(tuple(float(value) for value in text.strip("()").split(",")))
             trips = []
             for _ in range(20):
                 started = time.perf_counter()
@@ -156,7 +206,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{statistics.median(overheads) * 1000:.1f} ms"
     )
     print(f"an empty silent request's round trip: {statistics.median(trips) * 1000:.1f} ms")
+    floor = statistics.median(floors)
     print(f"a bare os.fork() and exit of the kernel: {floor:.1f} ms")
+    if not designs:
+        print("the design's floor: not measured (this machine gives a child no PID namespace)")
+        return 0
+    running, ended = (1000 * statistics.median(values) for values in zip(*designs, strict=True))
+    print(
+        "the design's floor (a fork, the PID namespace and its init, the second fork):"
+        f" {running:.1f} ms until the runner runs ({running / floor:.2f}x the bare fork),"
+        f" {ended:.1f} ms until both have exited ({ended / floor:.2f}x)"
+    )
     return 0
 
 
