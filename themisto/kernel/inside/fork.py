@@ -167,8 +167,7 @@ def clone_file(source: str, target: str, info: os.stat_result) -> None:
                 fcntl.ioctl(writer, _FICLONE, reader)
             except OSError:
                 _copy_bytes(reader, writer)
-            os.fchmod(writer, stat.S_IMODE(info.st_mode))
-            os.utime(writer, ns=(info.st_atime_ns, info.st_mtime_ns))
+            _keep_mode_and_times(writer, info)
         finally:
             os.close(writer)
     finally:
@@ -189,6 +188,12 @@ def _copy_bytes(reader: int, writer: int) -> None:
             chunk = chunk[os.write(writer, chunk) :]
 
 
+def _keep_mode_and_times(copy: int | str, info: os.stat_result) -> None:
+    """Give ``copy`` (a path, or a descriptor open on it) the mode and times of the entry whose stat is ``info``."""
+    os.chmod(copy, stat.S_IMODE(info.st_mode))
+    os.utime(copy, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
 def copy_tree(source: str, target: str) -> None:
     """Copy the contents of the folder ``source`` into the folder ``target`` (made if missing), with their modes
     and times: files cloned, symbolic links kept as links, anything else (FIFOs, sockets, devices) left out.
@@ -199,9 +204,7 @@ def copy_tree(source: str, target: str) -> None:
     """
     os.makedirs(target, exist_ok=True)
     _copy_entries(source, target)
-    info = os.stat(source)
-    os.chmod(target, stat.S_IMODE(info.st_mode))
-    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+    _keep_mode_and_times(target, os.stat(source))
 
 
 def _copy_entries(source: str, target: str) -> None:
@@ -215,8 +218,7 @@ def _copy_entries(source: str, target: str) -> None:
             elif stat.S_ISDIR(info.st_mode):
                 os.mkdir(copy, 0o700)
                 _copy_entries(entry.path, copy)
-                os.chmod(copy, stat.S_IMODE(info.st_mode))
-                os.utime(copy, ns=(info.st_atime_ns, info.st_mtime_ns))
+                _keep_mode_and_times(copy, info)
             elif stat.S_ISREG(info.st_mode):
                 clone_file(entry.path, copy, info)
 
