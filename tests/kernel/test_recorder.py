@@ -158,6 +158,29 @@ def test_rich_data_over_the_raw_budget_is_dropped_and_named(kernel: Recorder) ->
     assert step.outputs[0]["metadata"]["themisto_dropped"]["image/png"] > 5000
 
 
+def test_every_output_arrives_though_the_kernel_replies_without_waiting(kernel: Recorder) -> None:
+    # The install sets ipykernel's wait before each reply (0.5 ms, against clients that stop reading at the reply)
+    # to zero: the recorder reads a request's outputs until its idle status, which comes after them on iopub.
+    reply = kernel.request({"wait": "get_ipython().kernel._execute_sleep"}, 10).reply or {}
+    assert reply["content"]["user_expressions"]["wait"]["data"]["text/plain"] == "0.0"
+    code = (
+        "import sys\nfrom IPython.display import display\n"
+        "print('a', end='')\nsys.stderr.write('b')\ndisplay('c')\n_ = sys.stdout.write('d')"
+    )
+    for number in range(40):  # the last write is flushed only just before the reply
+        step = kernel.run_cell(f"{code}  # {number}", f"flush-{number}")
+        kinds = [
+            (o["output_type"], o.get("name"), o.get("text") or o.get("data", {}).get("text/plain"))
+            for o in step.outputs
+        ]
+        assert kinds == [
+            ("stream", "stdout", "a"),
+            ("stream", "stderr", "b"),
+            ("display_data", None, "'c'"),
+            ("stream", "stdout", "d"),
+        ]
+
+
 def test_undecodable_output_is_replaced_not_fatal(kernel: Recorder) -> None:
     step = kernel.run_cell(
         "import sys\nsys.stdout.write('ok ' + b'\\xff\\xfe'.decode('utf-8', 'surrogateescape') + '\\n')\n"
