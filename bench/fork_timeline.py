@@ -11,8 +11,9 @@ kernel's list is read by a cell after each request, the first child's by its own
 start (ms from the host's start of the request) and median length, the request's overhead per prediction as
 ``regression.py`` counts it, an empty silent request's round trip, a bare ``os.fork()`` and exit of the same
 kernel (``bench_exec.fork_floor``), and the floor of the design beside it: the forks a confined prediction needs
-before its cell can run, done bare (a fork, the PID namespace and its init, the second fork: ``namespaces.enter``
-and ``contain``), timed until the runner runs and until both processes have exited: the first is the wall time
+before its cell can run, done bare (a fork, the PID namespace and its init, the clone that runs the cell:
+``namespaces.enter`` and ``contain``), timed until the runner runs and until both processes (the forked child,
+killed once the runner runs, and the runner) have exited: the first is the wall time
 no request can save, the second the work each prediction adds to a machine's cores whatever overlaps it.
 
 Usage: ``.venv/bin/python bench/fork_timeline.py [--runs N] [--codes K] [--extra-mib M]``; a profile to read, no
@@ -78,28 +79,33 @@ CELL = "import json, sys, time\nprint(json.dumps([time.monotonic(), sys.modules[
 # until both processes have ended, as a function installed in the kernel's fork module by a silent cell (no user name
 # bound); None where the namespaces are refused
 DESIGN_FLOOR = r"""
-import os as _os, statistics as _statistics, sys as _sys, time as _time
+import os as _os, signal as _signal, statistics as _statistics, sys as _sys, time as _time
 def _design_floor(runs):
     namespaces, running, ended = _sys.modules["_themisto_namespaces"], [], []
     for _ in range(runs):
         read, write = _os.pipe()
+        go, going = _os.pipe()
         started = _time.perf_counter()
         pid = _os.fork()
         if pid == 0:
-            code = 1
             try:
                 _os.close(read)
+                _os.close(going)
                 namespaces.enter(network=False, map_ids=False, pid=True)
-                namespaces.contain()  # returns in the runner; the child waits for it and exits as it did
-                _os.write(write, b"r")
-                code = 0
+                _os.write(write, b"%d\n" % namespaces.contain())  # in the runner, the kernel's child
+                _os.read(go, 1)  # it ends only once the child that started it is killed, as a prediction's runner
             finally:
-                _os._exit(code)
+                _os._exit(0)
         _os.close(write)
-        ran = _os.read(read, 1) == b"r"
+        _os.close(go)
+        answer = _os.read(read, 64).strip()
         running.append(_time.perf_counter() - started)
         _os.close(read)
-        if _os.waitpid(pid, 0)[1] != 0 or not ran:
+        _os.kill(pid, _signal.SIGKILL)
+        _os.close(going)
+        ran = answer.isdigit() and _os.waitpid(int(answer), 0)[1] == 0
+        _os.waitpid(pid, 0)
+        if not ran:
             return None
         ended.append(_time.perf_counter() - started)
     return _statistics.median(running), _statistics.median(ended)
@@ -213,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     running, ended = (1000 * statistics.median(values) for values in zip(*designs, strict=True))
     print(
-        "the design's floor (a fork, the PID namespace and its init, the second fork):"
+        "the design's floor (a fork, the PID namespace and its init, the clone that runs the cell):"
         f" {running:.1f} ms until the runner runs ({running / floor:.2f}x the bare fork),"
         f" {ended:.1f} ms until both have exited ({ended / floor:.2f}x)"
     )

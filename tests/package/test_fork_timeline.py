@@ -32,7 +32,9 @@ def test_the_timeline_finds_every_phase_of_a_fork_request_on_one_clock() -> None
     if "child: contain" in rows:  # the sandbox (a PID namespace a prediction) where the machine has it
         assert rows["child: namespaces"][0] < rows["child: contain"][0] < rows["child: _isolate"][0]
         # the design's floor: its runner runs before both of its processes have exited
-        floor = re.search(r"second fork\): ([\d.]+) ms until the runner runs .* ([\d.]+) ms until both", done.stdout)
+        floor = re.search(
+            r"the clone that runs the cell\): ([\d.]+) ms until the runner runs .* ([\d.]+) ms until both", done.stdout
+        )
         assert floor is not None, done.stdout[-500:]
         assert 0 < float(floor[1]) < float(floor[2])
     # the host, the kernel and the child read one clock: the child's steps fall after its fork began and before

@@ -29,19 +29,27 @@ SLEEP = shutil.which("sleep") or "/bin/sleep"
 
 def _in_a_pid_namespace(then: Callable[[], None], map_ids: bool = True) -> int:
     """Fork a process that enters a user and PID namespace, as a prediction's child does, and runs ``then`` in
-    the namespace's process that is not its init; its pid (it lives as long as that process). ``map_ids``: as
+    the namespace's process that is not its init, this process's child (``namespaces.contain``); that process's
+    pid, once the forked one, which started it, is killed and reaped, as the kernel does. ``map_ids``: as
     ``namespaces.enter`` (a process without capabilities cannot map its ids in a namespace it nests)."""
+    read, write = os.pipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:
         try:
+            os.close(read)
             namespaces.enter(network=True, map_ids=map_ids, pid=True)
-            namespaces.contain()
+            os.write(write, f"{namespaces.contain()}\n".encode())
             then()
         finally:
             os._exit(0)
-    return pid
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        runner = int(answer.readline())  # not to the end: the forked process holds the pipe until it is killed
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return runner
 
 
 def _sleep_in_a_session_of_its_own(mark: str) -> Callable[[], None]:
@@ -55,7 +63,7 @@ def _sleep_in_a_session_of_its_own(mark: str) -> Callable[[], None]:
 def _sleep_in_a_nested_pid_namespace(mark: str) -> Callable[[], None]:
     def then() -> None:
         subprocess.Popen([SLEEP, mark], start_new_session=True)
-        _in_a_pid_namespace(lambda: os.execv(SLEEP, [SLEEP, f"{mark}1"]), map_ids=False)
+        _in_a_pid_namespace(_sleep_in_a_session_of_its_own(f"{mark}1"), map_ids=False)
         time.sleep(600)
 
     return then
@@ -95,8 +103,8 @@ def test_every_process_of_the_namespace_and_of_those_nested_in_it_is_killed_and_
     try:
         sleepers = _sleepers(*marks, f"{marks[1]}1", *spared_marks)
         assert len(sleepers) == 5, sleepers
-        namespace = os.stat(f"/proc/{started[0]}/ns/pid_for_children").st_ino
-        other = os.stat(f"/proc/{started[1]}/ns/pid_for_children").st_ino
+        namespace = os.stat(f"/proc/{started[0]}/ns/pid").st_ino
+        other = os.stat(f"/proc/{started[1]}/ns/pid").st_ino
         own = os.stat("/proc/self/ns/pid").st_ino
         assert own not in (namespace, other)
         # the sleeper in the namespace nested in the second is in it too; the others are in theirs alone

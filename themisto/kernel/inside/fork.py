@@ -29,7 +29,11 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    and a seccomp filter (:mod:`themisto.kernel.inside.seccomp`) that refuses, on
    top of the kernel's own, new Unix sockets (the kernel's channels are Unix
    sockets in a folder, which Landlock does not guard) and changes to another
-   process's priority or CPUs (the scorer's, the kernel's); points its
+   process's priority or CPUs (the scorer's, the kernel's); starts the
+   namespace's init and the process that runs the cell, a clone that shares the
+   child's memory (no second copy of the kernel's) and is the kernel's own child,
+   while the child, suspended since, is killed by the kernel at the ready frame
+   (:func:`themisto.kernel.inside.namespaces.contain`); that process then points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
    pipe the kernel reads itself (:class:`FdOutput`), having closed every end of
    ipykernel's pipes behind them (which would carry its writes into the kernel's
@@ -104,7 +108,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # for the type checker only: the kernel gets the request decoded by the wire module
     from themisto.kernel.inside.wire import ChildResult, ForkRequest, SnapshotRequest
@@ -135,9 +139,9 @@ MESSAGE_CHARGE = 64
 _OUTCOME_BYTES_PER_CHAR = 32
 _SLACK = 1 << 20
 _VARIABLE_FIELDS_BYTES = 16 << 10
-# The child's first frame, once it is ready for its cell (confined, its folder copied where it copies it itself);
-# it then waits for the go.
-READY_FRAME = ""
+# The child's first frame, once it is ready for its cell (confined, its folder copied where it copies it itself),
+# is the pid of the process that runs the cell, in decimal: the child's own, or where it is confined, the clone it
+# started in its PID namespace (``namespaces.contain``), which is the kernel's child too. It then waits for the go.
 # Seconds a child has to get ready, from when the kernel waits for it: milliseconds as a rule, longer where it
 # copies a large working folder; past them its result is a fault that says so.
 READY_SECONDS = 60.0
@@ -472,10 +476,12 @@ def _child(
             readable = [*_BOUND["readable"](), *filter(None, map(os.environ.get, ALSO_READABLE))]
             _BOUND["confine"]([folder, *ALSO_WRITABLE], readable=readable, allow_network=False, scope=True)
             _BOUND["seccomp"](unix_sockets=False, other_processes=False)
-            _BOUND["contain"]()  # returns in the PID namespace's process that runs the cell
+            runner = _BOUND["contain"]()  # returns in the PID namespace's process that runs the cell
         except OSError as exc:
             write(_frame("fault", "OSError", f"cannot confine the prediction: {exc}").to_json())
             return
+    else:
+        runner = os.getpid()
     temporary = os.path.join(folder, "tmp")
     os.mkdir(temporary)
     os.environ["TMPDIR"] = tempfile.tempdir = temporary
@@ -484,7 +490,7 @@ def _child(
     single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
     shell = get_ipython()
     _as_last_input(shell, code)
-    write(READY_FRAME)  # nothing more is written until the go, so the parent's reading of this frame takes no other
+    write(str(runner))  # the ready frame; nothing more is written until the go, so the parent reads it alone
     if os.read(go, 1) != b"g":  # the parent gave up on this cell
         return
     os.chdir(cwd)  # the first child's folder is the parent's to copy, done by the go
@@ -509,8 +515,8 @@ def _child(
     if os.read(go, 1) != b"k":  # the parent gave up on this child
         return
     write(ACK_FRAME)
+    # then it waits to be killed (_end): a child that ends itself is "exited"
     write(_BOUND["take"](request.snapshot).text)
-    os.read(go, 1)  # the runner never ends itself: the parent kills it (a child that ends itself is "exited")
 
 
 def _frame(status: str, ename: str, evalue: str) -> ChildResult:
@@ -662,20 +668,29 @@ def _frames(read: int, deadlines: list[float], limits: list[int], output: FdOutp
             raise Oversized(f"a frame of the child's past {limits[position]} bytes")
 
 
-def _children_pid_namespace(pid: int, until: float) -> int | None:
-    """The PID namespace (its inode) that process ``pid``'s children go to, once it differs from this process's
-    own, waited for until ``until``; None where ``pid`` ends (or stays) before."""
-    own = os.stat("/proc/self/ns/pid").st_ino
-    while True:
-        try:
-            namespace = os.stat(f"/proc/{pid}/ns/pid_for_children").st_ino
-        except OSError:  # it has ended
-            return None
-        if namespace != own:
-            return namespace
-        if time.monotonic() >= until:
-            return None
-        time.sleep(0.0005)
+def _pid_namespace(pid: int) -> int | None:
+    """The PID namespace (its inode) of process ``pid``; None where it has ended."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _runner(frames: list[str | None]) -> int | None:
+    """The pid a child's ready frame names (the process that runs its cell); None for any other first frame."""
+    if len(frames) == 1 and frames[0] and frames[0].isascii() and frames[0].isdigit():
+        return int(frames[0])
+    return None
+
+
+def _end(go: int) -> NoReturn:
+    """A child's last step, whatever happened: wait until the kernel has killed it (or has ended, which closes
+    ``go``), then exit. A runner must not end first, while the child that started it is suspended
+    (``namespaces.contain``); nor need any other, since the kernel kills every child after its cell."""
+    with contextlib.suppress(OSError):
+        while os.read(go, 1):
+            pass
+    os._exit(0)
 
 
 def _in_pid_namespace(pid: int, namespace: int, own: int) -> bool:
@@ -779,6 +794,10 @@ def _copy_work(root: str, directory: str) -> ChildResult | None:
 class Child:
     """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`).
 
+    ``pid`` is the forked child's, also its process group's; ``runner`` (once it is ready) that of the process
+    that runs the cell: the child itself, or where it is confined, the clone it started in a PID namespace of its
+    own, the kernel's child too, while the child itself is killed (``namespaces.contain``).
+
     ``code_fds`` are the open code files of the whole request: the child reads ``code_fds[index]`` and closes
     the others before anything of its cell runs; it closes ``earlier`` too, the kernel's ends of the pipes of
     the children forked before it (the reference's among them).
@@ -789,6 +808,9 @@ class Child:
         self.budget = request.max_raw_output_chars
         self.limits = [outcome_limit(self.budget), len(ACK_FRAME), snapshot_limit(request.snapshot)]
         self.pid = 0
+        self.runner = 0
+        # the kernel's children of this one not reaped yet: the child, then its runner too
+        self._alive: set[int] = set()
         self.confined = request.confine
         # the PID namespace the process that runs the cell is in (its inode), once known (start)
         self.namespace: int | None = None
@@ -806,6 +828,14 @@ class Child:
         self._read, write_end = os.pipe()
         go_read, self._go = os.pipe()
         output_read, output_write = os.pipe()
+        written = [0]  # the child's frames so far
+
+        def write(text: str) -> None:
+            data = (text + "\n").encode("utf-8", "replace")  # JSON text holds no raw newline
+            while data:
+                data = data[os.write(write_end, data) :]
+            written[0] += 1
+
         with warnings.catch_warnings():
             warnings.simplefilter(
                 "ignore", DeprecationWarning
@@ -827,16 +857,14 @@ class Child:
                     prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
                 if os.getppid() != parent:
                     return
-
-                def write(text: str) -> None:
-                    data = (text + "\n").encode("utf-8", "replace")  # JSON text holds no raw newline
-                    while data:
-                        data = data[os.write(write_end, data) :]
-
                 _child(code_fds[index], request, self.directory, cwd, go_read, output_write, write, self.copies_itself)
+            except BaseException as exc:  # before its ready frame, the child says why it could not get ready
+                if not written[0]:
+                    write(_frame("fault", type(exc).__name__, f"the child failed to get ready: {exc}").to_json())
             finally:
-                os._exit(0)
+                _end(go_read)
         self.pid = pid
+        self._alive.add(pid)
         os.close(write_end)
         os.close(go_read)
         os.close(output_write)
@@ -865,13 +893,21 @@ class Child:
             self.kill()
             self.fault = _frame("fault", "ValueError", f"malformed result from the child: {exc}")
             return
-        if frames != [READY_FRAME]:
+        runner = _runner(frames)
+        if runner is None:
             self.kill()
-            self.fault = _not_ready(frames, _waitpid(self.pid) if not frames else 0)
+            self.fault = _not_ready(frames, self._status(self.pid) if not frames else 0)
             return
         self._ready = True
+        self.runner = runner
+        self._alive.add(runner)
+        if runner != self.pid:
+            # the child that started the runner has been suspended since, its memory and stack the runner's now: it
+            # must never run again, and it holds the runner's pipes open while it lives
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
         if self.confined:
-            self.namespace = _children_pid_namespace(self.pid, time.monotonic() + ACK_SECONDS)
+            self.namespace = _pid_namespace(runner)
 
     def pipes(self) -> list[int]:
         """The kernel's ends of this child's pipes (none once it has been killed, or for a fault)."""
@@ -912,7 +948,7 @@ class Child:
             return _frame("fault", "ValueError", f"malformed result from the child: {exc}")
         finally:
             self.kill()
-        status = _waitpid(self.pid) if len(frames) < 2 and not timed_out else 0  # it ended early: say how
+        status = self._status(self.runner) if len(frames) < 2 and not timed_out else 0  # it ended early: say how
         result = _outcome(frames, timed_out, status, self.timeout, elapsed)
         return (
             _with_output(result, bytes(self.output.data), self.budget) if result.status in ("ok", "error") else result
@@ -941,14 +977,19 @@ class Child:
             self.output.close()
             self._read = -1
 
+    def _status(self, pid: int) -> int:
+        """The wait status of ``pid``, the child or its runner, once it has ended (it is reaped)."""
+        self._alive.discard(pid)
+        return _waitpid(pid)
+
     def reap(self, block: bool = True) -> bool:
-        """Kill the child, wait for it (``block``) or see whether it has ended, and once it has, delete its folder;
-        whether it has."""
-        if self.pid:
-            self.kill()
-            if not _ended(self.pid, block):
+        """Kill the child, wait for it and its runner (``block``) or see whether they have ended, and once they
+        have, delete its folder; whether they have."""
+        self.kill()
+        for pid in sorted(self._alive):
+            if not _ended(pid, block):
                 return False
-            self.pid = 0
+            self._alive.discard(pid)
         shutil.rmtree(self.directory, ignore_errors=True)
         return True
 

@@ -17,10 +17,12 @@ the box's processes only. ``unshare(CLONE_NEWPID)`` moves only the caller's late
 children go to another namespace than its own can start no thread, so a box takes two forks: the launcher
 unshares (:func:`enter_user_and_pid`) and forks the box's init (:func:`become_init`: a mount namespace with a
 ``/proc`` of the box, then it forks the kernel, reaps, and ends with it); a prediction's child unshares
-(``enter(..., pid=True)``) and :func:`contain` starts an init and forks the process that runs the cell. That init
+(``enter(..., pid=True)``) and :func:`contain` starts an init and the process that runs the cell. That init
 is no copy of the kernel but :data:`INIT_PROGRAM` (``cat``), started with ``posix_spawn`` (a ``vfork`` and an
-``exec``, which copies none of the kernel's memory): only the process that runs the cell is a second fork of the
-kernel's size. The process that runs code is never the init: an init ignores the signals it sends itself
+``exec``, which copies none of the kernel's memory). The process that runs the cell is no copy either: the child
+clones it sharing its memory (``CLONE_VM``), as ``vfork`` does, and stays suspended until the kernel, whose
+child the runner is (``CLONE_PARENT``), kills it; so a confined prediction is one fork of the kernel's size, not
+two. The process that runs code is never the init: an init ignores the signals it sends itself
 (``os.kill(os.getpid(), SIGKILL)``) and ``SIGXCPU``.
 """
 
@@ -132,25 +134,89 @@ def reap_until(pid: int) -> int:
             return status
 
 
-def contain() -> None:
+def contain() -> int:
     """In a process that has just entered a PID namespace (``enter(pid=True)``): returns in a new process of that
-    namespace, not its init, which runs the code; this process waits for it and exits as it did.
+    namespace, not its init, which runs the code: that process's pid in this one's namespace.
 
-    The init (pid 1) is :data:`INIT_PROGRAM`, whose standard input is the reading end of a pipe and which ends at
-    the pipe's end: when this process ends, however it ends (killed with its process group, which the init is in
-    too, or after the code's process), the init ends, and with it every process left in the namespace, those in
-    sessions of their own included. OSError (one line) where the init cannot be started.
+    The init (pid 1) is :data:`INIT_PROGRAM`, whose standard input is the reading end of a pipe that only the
+    runner keeps (this process too, until it ends) and which ends at the pipe's end: when the runner ends, however
+    it ends, or ``exec``s (its end is closed on ``exec``), the init ends, and with it every process left in the
+    namespace, those in sessions of their own included (processes the runner forked keep the end open, and die
+    with their process group or the kernel's kill of the namespace). The runner is a clone that shares this process's memory and is this process's parent's child
+    (:func:`_start_runner`); it dies with that parent. This process never returns: its parent must kill it once the
+    runner says it runs, before the runner can end (see :func:`_start_runner`). OSError (one line) where the init
+    or the runner cannot be started.
     """
     read, write = os.pipe()
     try:
         _spawn_init(read)
     finally:
         os.close(read)
-    runner = _fork()
-    if runner == 0:
+    try:
+        return _start_runner()
+    except OSError:
         os.close(write)
-        return
-    exit_like(reap_until(runner))
+        raise
+
+
+_CLONE_VM, _CLONE_VFORK, _CLONE_PARENT, _CLONE_PARENT_SETTID = 0x100, 0x4000, 0x8000, 0x100000
+# The system calls the runner's start makes, by number per machine. ``clone`` takes its flags, its stack and where to
+# write the new pid first on both.
+_CALLS = {
+    "x86_64": {"clone": 56, "set_tid_address": 218, "set_robust_list": 273, "get_robust_list": 274},
+    "aarch64": {"clone": 220, "set_tid_address": 96, "set_robust_list": 99, "get_robust_list": 100},
+}
+_PR_SET_PDEATHSIG = 1
+_PR_GET_TID_ADDRESS = 40
+
+
+def _start_runner() -> int:
+    """Clone this single-threaded process as ``vfork`` does and return in the clone alone: its pid as this process
+    sees it.
+
+    The clone shares this process's memory (``CLONE_VM``), so it costs no copy of the kernel's, and this process
+    stays suspended until the clone ends or ``exec``s (``CLONE_VFORK``): the clone runs on with the same stack and
+    the same interpreter, which it owns alone while this process is suspended. Its parent is this process's parent
+    (``CLONE_PARENT``), which waits for it and sees how it ends, and it dies with that parent. This process must
+    never run again, since the clone reuses its stack: its parent kills it once the clone says it runs. Where the
+    clone ends before that (a signal during its setup), this process kills itself as it resumes, if it gets that far
+    at all on the reused stack; it runs confined as the clone does, and holds the clone's pipes until it is gone.
+
+    What the C library's ``fork`` does for a child, the clone does for itself: the thread id the C library keeps
+    (in memory this process's death would otherwise clear, leaving 0, which its locks take for "no owner") becomes
+    the clone's own, cleared at the clone's death instead; this process's list of robust locks becomes the clone's.
+    """
+    import platform
+
+    calls = _CALLS.get(platform.machine())
+    if calls is None:
+        raise OSError(errno.ENOSYS, f"no clone call known for {platform.machine()}")
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+
+    def call(name: str, *arguments: int) -> int:
+        result: int = libc.syscall(ctypes.c_long(calls[name]), *map(ctypes.c_long, arguments))
+        if result < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"cannot start the process that runs the cell: {name}: {os.strerror(code)}")
+        return result
+
+    tid_address, robust, robust_length = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_size_t()
+    _check(libc.prctl(_PR_GET_TID_ADDRESS, ctypes.byref(tid_address), 0, 0, 0), "prctl")
+    call("get_robust_list", 0, ctypes.addressof(robust), ctypes.addressof(robust_length))
+    # this process's death writes nothing into the memory the clone goes on with
+    call("set_tid_address", 0)
+    call("set_robust_list", 0, robust_length.value)
+    runner = ctypes.c_int(0)  # written by the system before the clone runs: both see it, sharing the memory
+    flags = _CLONE_VM | _CLONE_VFORK | _CLONE_PARENT | _CLONE_PARENT_SETTID
+    if call("clone", flags, 0, ctypes.addressof(runner), 0, 0) > 0:
+        # this process, resumed because the clone ended first: it must not go on as a second runner
+        os.kill(os.getpid(), signal.SIGKILL)
+    if tid_address.value:
+        ctypes.c_int.from_address(tid_address.value).value = call("set_tid_address", tid_address.value)
+    call("set_robust_list", robust.value or 0, robust_length.value)
+    _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    return runner.value
 
 
 # The PID namespace's init of a prediction: a program that reads its standard input to the end, found in the
