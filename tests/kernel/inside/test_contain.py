@@ -7,8 +7,10 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import os
+import shutil
 import signal
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -134,3 +136,23 @@ def test_a_child_whose_runner_ends_first_does_not_go_on_as_a_runner(started: lis
     status = os.waitpid(run.child, 0)[1]
     assert os.WIFSIGNALED(status), status
     assert run.reader.read() == b""
+
+
+def test_a_runner_that_execs_ends_its_namespace(started: list[Started]) -> None:
+    # the init's pipe end the runner holds is closed on exec: the init ends, and Linux kills the namespace's
+    # processes, the program the runner became among them (a cell that replaces its process cannot run on unseen)
+    sleep = shutil.which("sleep") or "/bin/sleep"
+
+    def become_sleep() -> None:
+        os.close(3)  # its answers end here, whatever becomes of the program
+        os.execv(sleep, [sleep, "4600.25"])
+
+    run = Started(become_sleep)
+    started.append(run)
+    run.kill_child()
+    assert run.go_on() == []
+    deadline = time.monotonic() + 10
+    while (ended := os.waitpid(run.runner, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ended[0] == run.runner, "the program the runner became still runs"
+    assert os.WTERMSIG(ended[1]) == signal.SIGKILL
