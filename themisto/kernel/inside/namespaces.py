@@ -142,10 +142,10 @@ def contain() -> int:
     runner keeps (this process too, until it ends) and which ends at the pipe's end: when the runner ends, however
     it ends, or ``exec``s (its end is closed on ``exec``), the init ends, and with it every process left in the
     namespace, those in sessions of their own included (processes the runner forked keep the end open, and die
-    with their process group or the kernel's kill of the namespace). The runner is a clone that shares this process's memory and is this process's parent's child
-    (:func:`_start_runner`); it dies with that parent. This process never returns: its parent must kill it once the
-    runner says it runs, before the runner can end (see :func:`_start_runner`). OSError (one line) where the init
-    or the runner cannot be started.
+    with their process group or the kernel's kill of the namespace). The runner is a clone that shares this
+    process's memory and is this process's parent's child (:func:`_start_runner`); it dies with that parent. This
+    process never returns: its parent must kill it once the runner says it runs, before the runner can end (see
+    :func:`_start_runner`). OSError (one line) where the init or the runner cannot be started.
     """
     read, write = os.pipe()
     try:
