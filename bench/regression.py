@@ -28,7 +28,11 @@ Guarded figures (``NAME`` arguments choose among them):
 - ``fork``: exec-score's overhead per prediction, in milliseconds: the wall time of a forked run of one
   cell and the check that it left the replay alone (``ForkingSession.fork_run`` and ``changed_since``, the
   sandbox on where the machine has it), less the cell's own run time, in a kernel that loaded pandas and
-  scikit-learn with the bundled data files as its working folder (median of :data:`FORK_RUNS`).
+  scikit-learn with the bundled data files as its working folder (median of :data:`FORK_RUNS`);
+- ``setup``: the set-up of a kernel exec-score has just started or restarted, in milliseconds: the one request
+  that installs the kernel-side modules, the snapshot's and the forked run's (``Recorder._set_up``), after a
+  restart of the kernel's process, which is left out (median of :data:`SETUP_RUNS`). Every trajectory pays it
+  once, and again at each of its restarts.
 
 Each measurement runs ``python bench/regression.py --probe NAME`` of the working
 tree with that tree's package first on ``sys.path`` and as the working directory,
@@ -51,9 +55,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_SLOWDOWN = 1.2
 CONFIRM_ROUNDS = 1
-PROBES = ("build", "snapshot", "describe", "fork")
+PROBES = ("build", "snapshot", "describe", "fork", "setup")
 # forked runs per fork measurement, after a warm-up of FORK_WARM_UP
 FORK_RUNS, FORK_WARM_UP = 40, 3
+# kernel restarts per setup measurement
+SETUP_RUNS = 8
 # the replay kernel of the fork probe: what most of the corpus's notebooks load, and a few variables
 FORK_SETUP = (
     "import numpy as np\nimport pandas as pd\nfrom sklearn.linear_model import LinearRegression\n"
@@ -174,6 +180,31 @@ def _probe_fork() -> dict[str, float]:
                     overheads.append(elapsed - results[0].seconds)
                 session.run_cell(f"step = {run}", "next")  # the replay's own cell between two steps' predictions
     return {"exec-score overhead ms per prediction": statistics.median(overheads) * 1000}
+
+
+def _probe_setup() -> dict[str, float]:
+    """Milliseconds to set up a kernel just restarted for exec-score (see the module's ``setup``)."""
+    import statistics
+
+    from themisto.kernel.forking import ForkingSession
+    from themisto.recording.options import RecordOptions
+
+    with tempfile.TemporaryDirectory(prefix="themisto-regression-setup-") as tmp:
+        work, scratch = Path(tmp) / "work", Path(tmp) / "scratch"
+        work.mkdir()
+        scratch.mkdir()
+        times = []
+        with ForkingSession("regression", work, RecordOptions(timeout=600), scratch) as session:
+            recorder = session.recorder
+            for _ in range(SETUP_RUNS):
+                recorder.session.restart()  # a fresh kernel process, nothing installed in it
+                started = time.perf_counter()
+                recorder._set_up()  # the set-up alone, as start and restart call it after the process's start
+                times.append(time.perf_counter() - started)
+            results = session.fork_run(["1"])  # the set-up installed what a forked run needs
+            if results is None or results[0].status != "ok":
+                raise RuntimeError(f"the forked run after the set-up failed: {results}")
+    return {"kernel set-up ms (exec-score's installs)": statistics.median(times) * 1000}
 
 
 def _write_corpus(folder: Path, steps: int) -> Path:
@@ -314,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             "snapshot": _probe_snapshot,
             "describe": _probe_describe,
             "fork": _probe_fork,
+            "setup": _probe_setup,
         }
         figures = probes[args.probe]()
         print(json.dumps(figures))

@@ -264,3 +264,25 @@ def test_a_kernel_that_does_not_start_raises_the_built_in_error_a_caller_catches
     finally:
         recorder.close()
     assert isinstance(raised.value, KernelError) and isinstance(raised.value, TimeoutError) is timeout
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("broken", ["1 / 0", "__import__('sys').modules['_themisto_no_such_module'].bind()"])
+def test_an_install_the_kernel_does_not_take_is_an_error(tmp_path: Path, broken: str) -> None:
+    # the installs are user expressions: one that raises leaves the reply's own status "ok", so each is checked
+    recorder = Recorder("t", tmp_path, KERNEL_OPTIONS, installs={"install fine": "None", "install broken": broken})
+    try:
+        with pytest.raises(KernelError, match="did not take the code it was given to install"):
+            recorder.start()
+    finally:
+        recorder.close()
+
+
+@pytest.mark.kernel
+def test_the_installs_bind_no_name_and_count_no_execution(tmp_path: Path) -> None:
+    probe = "[name for name in globals() if not name.startswith('_')], len(In), __import__('sys').modules['_marker']"
+    marker = "__import__('sys').modules.__setitem__('_marker', __import__('types').ModuleType('_marker'))"
+    with Recorder("t", tmp_path, KERNEL_OPTIONS, installs={"install marker": marker}) as recorder:
+        step = recorder.run_cell(probe, "c")
+    # IPython's own names alone; the first cell is In[1]; the install (evaluated after the snapshot's) ran
+    assert step.output.startswith("(['In', 'Out', 'get_ipython', 'exit', 'quit', 'open'], 2, <module '_marker'")

@@ -94,6 +94,20 @@ def test_a_forked_prediction_made_slower_fails(tmp_path: Path) -> None:
     assert _rows(done.stdout) == {"exec-score overhead ms per prediction": "NO"}
 
 
+@pytest.mark.slow
+def test_a_kernel_set_up_made_slower_fails(tmp_path: Path) -> None:
+    slow = _copy(REPOSITORY, tmp_path / "slow")
+    # the kernel-side snapshot module, installed in each kernel exec-score starts: 0.2 s more per set-up
+    snapshot = slow / "themisto" / "kernel" / "inside" / "snapshot.py"
+    source = snapshot.read_text(encoding="utf-8")
+    marker = "def install() -> None:\n"
+    assert source.count(marker) == 1
+    snapshot.write_text(source.replace(marker, marker + "    __import__('time').sleep(0.2)\n"), encoding="utf-8")
+    done = _regression("--head", slow, "--repeat", "1", name="setup")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _rows(done.stdout) == {"kernel set-up ms (exec-score's installs)": "NO"}
+
+
 def test_a_base_that_names_no_commit_is_one_line_and_exit_2() -> None:
     done = _bench("build", "--base", "no-such-revision-xyz")
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [

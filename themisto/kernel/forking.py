@@ -75,7 +75,7 @@ class ForkingSession:
             workdir,
             options,
             stop=stop,
-            installs=(inject.fork_install_code(),),
+            installs=inject.fork_install_expressions(),
             also_writable=(scratch,),
             sandbox_abi=FORK_ABI,
         )

@@ -77,7 +77,8 @@ class Recorder:
     options: KernelOptions = field(default_factory=KernelOptions)
     next_step: int = 0
     stop: threading.Event | None = None
-    installs: tuple[str, ...] = ()  # more code run silently in every kernel this recorder starts, after its own
+    # more user expressions of the install request of every kernel this recorder starts, evaluated after its own
+    installs: Mapping[str, str] = field(default_factory=dict)
     also_writable: tuple[Path, ...] = ()  # folders the sandboxed kernel may write besides its working directory
     sandbox_abi: int = KERNEL_ABI  # the Landlock ABI its sandbox needs (see environment.KernelSandbox)
 
@@ -135,23 +136,25 @@ class Recorder:
         """Install the snapshot module and ``installs`` in the kernel just started."""
         self._snapshots.forget()  # a new kernel process has an empty description cache
         self._install()
-        for install in self.installs:
-            reply = self.session.execute(install, silent=True, timeout=KERNEL_START_TIMEOUT).reply
-            if reply is None or reply["content"]["status"] != "ok":
-                raise KernelError(f"kernel {self.options.kernel_name!r} did not take the code it was given to install")
 
     def _install(self, again: bool = False) -> None:
-        """Install the snapshot module in the kernel; ``again``: after a cell broke it, and failing quietly."""
+        """Install the snapshot module in the kernel, then ``installs``, in one request; ``again``: the snapshot
+        module alone, after a cell broke it, and failing quietly."""
         self._snapshots.reinstall = False
+        own = {
+            **inject.snapshot_install_expressions(self.options.max_raw_output_chars),
+            "versions": inject.versions_expression(),
+        }
+        more = {} if again else dict(self.installs)
         install = self.session.execute(
-            inject.snapshot_install_code(self.options.max_raw_output_chars),
-            silent=True,
-            timeout=KERNEL_START_TIMEOUT,
-            user_expressions={"versions": inject.versions_expression()},
+            inject.INSTALL_CODE, silent=True, timeout=KERNEL_START_TIMEOUT, user_expressions={**own, **more}
         )
-        if install.reply is not None and install.reply["content"]["status"] == "ok":
-            if not again:
-                self.kernel_versions, self.kernel_libraries = _kernel_versions(install.reply)
+        if _evaluated(install, own):
+            if again:
+                return
+            self.kernel_versions, self.kernel_libraries = _kernel_versions(install.reply or {})
+            if not _evaluated(install, more):
+                raise KernelError(f"kernel {self.options.kernel_name!r} did not take the code it was given to install")
             return
         if not again:
             raise KernelError(f"kernel {self.options.kernel_name!r} is not a Python kernel the snapshot runs in")
@@ -309,6 +312,14 @@ class Recorder:
     def request(self, user_expressions: dict[str, str], timeout: float) -> Execution:
         """One silent request that runs no code and evaluates ``user_expressions``."""
         return self.session.execute("", silent=True, timeout=timeout, user_expressions=user_expressions)
+
+
+def _evaluated(execution: Execution, expressions: Mapping[str, str]) -> bool:
+    """Whether the request ran and each of its user ``expressions`` was evaluated without an error."""
+    if execution.reply is None or execution.reply["content"].get("status") != "ok":
+        return False
+    answers = execution.reply["content"].get("user_expressions", {})
+    return all(isinstance(answers.get(name), dict) and answers[name].get("status") == "ok" for name in expressions)
 
 
 def _kernel_versions(reply: dict[str, Any]) -> tuple[dict[str, str | None], dict[str, str]]:
