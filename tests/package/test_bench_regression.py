@@ -81,31 +81,39 @@ def test_a_slowdown_that_the_second_round_does_not_see_passes(tmp_path: Path) ->
 
 @pytest.mark.slow
 @pytest.mark.kernel
-def test_a_forked_prediction_made_slower_fails(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "module", "marker", "slower", "figure"),
+    [
+        # the kernel-side module of the forked runs, sent to the kernel as text: 30 ms more per forked run
+        (
+            "fork",
+            "fork.py",
+            "    code_fds: list[int] = []\n",
+            "    time.sleep(0.03)\n",
+            "exec-score overhead ms per prediction",
+        ),
+        # the kernel-side snapshot module, installed in each kernel exec-score starts: 0.2 s more per set-up
+        (
+            "setup",
+            "snapshot.py",
+            "def install() -> None:\n",
+            "    __import__('time').sleep(0.2)\n",
+            "kernel set-up ms (exec-score's installs)",
+        ),
+    ],
+    ids=["forked-prediction", "kernel-set-up"],
+)
+def test_a_kernel_side_module_made_slower_fails(
+    tmp_path: Path, name: str, module: str, marker: str, slower: str, figure: str
+) -> None:
     slow = _copy(REPOSITORY, tmp_path / "slow")
-    # the kernel-side module of the forked runs, sent to the kernel as text: 30 ms more per forked run
-    fork = slow / "themisto" / "kernel" / "inside" / "fork.py"
-    source = fork.read_text(encoding="utf-8")
-    marker = "    code_fds: list[int] = []\n"
-    assert marker in source
-    fork.write_text(source.replace(marker, "    time.sleep(0.03)\n" + marker, 1), encoding="utf-8")
-    done = _regression("--head", slow, "--repeat", "1", name="fork")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert _rows(done.stdout) == {"exec-score overhead ms per prediction": "NO"}
-
-
-@pytest.mark.slow
-def test_a_kernel_set_up_made_slower_fails(tmp_path: Path) -> None:
-    slow = _copy(REPOSITORY, tmp_path / "slow")
-    # the kernel-side snapshot module, installed in each kernel exec-score starts: 0.2 s more per set-up
-    snapshot = slow / "themisto" / "kernel" / "inside" / "snapshot.py"
-    source = snapshot.read_text(encoding="utf-8")
-    marker = "def install() -> None:\n"
+    path = slow / "themisto" / "kernel" / "inside" / module
+    source = path.read_text(encoding="utf-8")
     assert source.count(marker) == 1
-    snapshot.write_text(source.replace(marker, marker + "    __import__('time').sleep(0.2)\n"), encoding="utf-8")
-    done = _regression("--head", slow, "--repeat", "1", name="setup")
+    path.write_text(source.replace(marker, marker + slower), encoding="utf-8")
+    done = _regression("--head", slow, "--repeat", "1", name=name)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert _rows(done.stdout) == {"kernel set-up ms (exec-score's installs)": "NO"}
+    assert _rows(done.stdout) == {figure: "NO"}
 
 
 def test_a_base_that_names_no_commit_is_one_line_and_exit_2() -> None:
