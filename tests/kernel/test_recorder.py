@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from themisto.exceptions import KernelError
-from themisto.kernel import transport
+from themisto.kernel import inject, transport
 from themisto.kernel.environment import is_credential, kernel_environment
 from themisto.kernel.outputs import cap_text, render_outputs
 from themisto.kernel.recorder import Recorder
@@ -286,3 +286,13 @@ def test_the_installs_bind_no_name_and_count_no_execution(tmp_path: Path) -> Non
         step = recorder.run_cell(probe, "c")
     # IPython's own names alone; the first cell is In[1]; the install (evaluated after the snapshot's) ran
     assert step.output.startswith("(['In', 'Out', 'get_ipython', 'exit', 'quit', 'open'], 2, <module '_marker'")
+
+
+@pytest.mark.kernel
+def test_a_kernel_that_cannot_say_its_versions_still_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the versions are a report of the install request, not an install: their error gives None, not a KernelError
+    monkeypatch.setattr(inject, "versions_expression", lambda: "1 / 0")
+    with Recorder("t", tmp_path, KERNEL_OPTIONS) as recorder:
+        step = recorder.run_cell("1 + 1", "c")
+    assert recorder.kernel_versions == {"python": None, "ipykernel": None}
+    assert step.output == "2" and step.snapshot_error is None  # the snapshot module was installed all the same

@@ -141,19 +141,18 @@ class Recorder:
         """Install the snapshot module in the kernel, then ``installs``, in one request; ``again``: the snapshot
         module alone, after a cell broke it, and failing quietly."""
         self._snapshots.reinstall = False
-        own = {
-            **inject.snapshot_install_expressions(self.options.max_raw_output_chars),
-            "versions": inject.versions_expression(),
-        }
-        more = {} if again else dict(self.installs)
+        own = inject.snapshot_install_expressions(self.options.max_raw_output_chars)
+        # the versions are a report, not an install: a kernel that cannot say them gives None (_kernel_versions)
+        more = {} if again else {"versions": inject.versions_expression(), **self.installs}
         install = self.session.execute(
             inject.INSTALL_CODE, silent=True, timeout=KERNEL_START_TIMEOUT, user_expressions={**own, **more}
         )
-        if _evaluated(install, own):
+        reply = install.reply
+        if reply is not None and _evaluated(reply, own):
             if again:
                 return
-            self.kernel_versions, self.kernel_libraries = _kernel_versions(install.reply or {})
-            if not _evaluated(install, more):
+            self.kernel_versions, self.kernel_libraries = _kernel_versions(reply)
+            if not _evaluated(reply, self.installs):
                 raise KernelError(f"kernel {self.options.kernel_name!r} did not take the code it was given to install")
             return
         if not again:
@@ -314,11 +313,11 @@ class Recorder:
         return self.session.execute("", silent=True, timeout=timeout, user_expressions=user_expressions)
 
 
-def _evaluated(execution: Execution, expressions: Mapping[str, str]) -> bool:
-    """Whether the request ran and each of its user ``expressions`` was evaluated without an error."""
-    if execution.reply is None or execution.reply["content"].get("status") != "ok":
+def _evaluated(reply: dict[str, Any], expressions: Mapping[str, str]) -> bool:
+    """Whether the request of ``reply`` ran and each of its user ``expressions`` was evaluated without an error."""
+    if reply["content"].get("status") != "ok":
         return False
-    answers = execution.reply["content"].get("user_expressions", {})
+    answers = reply["content"].get("user_expressions", {})
     return all(isinstance(answers.get(name), dict) and answers[name].get("status") == "ok" for name in expressions)
 
 
