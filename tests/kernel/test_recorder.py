@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 
 from themisto.exceptions import KernelError
@@ -276,6 +277,16 @@ def test_an_install_the_kernel_does_not_take_is_an_error(tmp_path: Path, broken:
             recorder.start()
     finally:
         recorder.close()
+
+
+@pytest.mark.kernel
+def test_a_kernel_whose_set_up_fails_is_shut_down(tmp_path: Path) -> None:
+    recorder = Recorder("t", tmp_path, KERNEL_OPTIONS, installs={"install broken": "1 / 0"})
+    with pytest.raises(KernelError, match="did not take"), recorder:
+        pytest.fail("the block ran")
+    kernel = recorder.session._process  # the kernel process, found once it answered
+    assert kernel is not None and (not kernel.is_running() or kernel.status() == psutil.STATUS_ZOMBIE)
+    assert recorder.session._manager is None
 
 
 @pytest.mark.kernel

@@ -119,8 +119,14 @@ class Recorder:
 
     def start(self) -> None:
         """Start the kernel in ``workdir`` in its sandbox and environment, and install the snapshot module."""
-        self.session.start()
-        self._set_up()
+        try:
+            self.session.start()
+            self._set_up()
+        except BaseException:
+            # a ``with`` block whose start fails never reaches ``__exit__``: the kernel would run on until the
+            # host exits (exec-score goes on to its next trajectory), and its private folder stay
+            self.close()
+            raise
 
     def close(self) -> None:
         """Shut the kernel down at once, with every process it started."""
