@@ -750,6 +750,23 @@ def test_a_child_holds_no_end_of_the_kernels_output_pipes(tmp_path: Path) -> Non
     assert later == ["replayed"] * 4
 
 
+@pytest.mark.skipif(landlock.abi_version() < FORK_ABI, reason="a confined child needs Landlock ABI 6")
+def test_what_a_confined_child_reads_is_fixed_as_the_kernel_starts(tmp_path: Path) -> None:
+    # before: each child read the variables that name the kernel's profile and caches as the replay left them, so
+    # a cell that pointed one at another folder let every later prediction read there: here a folder of the
+    # kernel's working directory, which a child reads only in its own copy
+    session = _forking_session(tmp_path)
+    elsewhere = tmp_path / "work" / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "answer.txt").write_text("42")
+    read = f"print(open({str(elsewhere / 'answer.txt')!r}).read())"
+    with session:
+        assert session.run_cell(read, "kernel").output == "42"  # the kernel reads it: only its children may not
+        session.run_cell(f"import os\nos.environ['MPLCONFIGDIR'] = {str(elsewhere)!r}", "points")
+        children = session.fork_run([read])
+    assert children is not None and (children[0].status, children[0].ename) == ("error", "PermissionError")
+
+
 def _runs_no_more(pid: int) -> bool:
     """Whether process ``pid`` can run no more of its code: gone, a zombie, exiting, or with SIGKILL pending."""
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -180,6 +181,24 @@ def test_every_output_arrives_though_the_kernel_replies_without_waiting(kernel: 
             ("display_data", None, "'c'"),
             ("stream", "stdout", "d"),
         ]
+
+
+def test_a_silent_request_ends_at_its_reply_and_the_next_cell_waits_for_its_own_idle(kernel: Recorder) -> None:
+    # A silent request's outputs belong to no step: it ends at its reply, and what the kernel does after it (its
+    # flushes and idle status, here made to take 1.5 s once) overlaps the host's next work instead of adding to it
+    slow_once = (
+        "(lambda kernel, hook, time: setattr(kernel, 'post_handler_hook',"
+        " lambda: (setattr(kernel, 'post_handler_hook', hook), hook(), time.sleep(1.5))))"
+        "(get_ipython().kernel, get_ipython().kernel.post_handler_hook, __import__('time'))"
+    )
+    started = time.monotonic()
+    execution = kernel.request({"slow": slow_once}, 10)
+    assert time.monotonic() - started < 1.0
+    assert execution.reply is not None and execution.reply["content"]["user_expressions"]["slow"]["status"] == "ok"
+    # the next cell starts only after that, and the earlier request's idle status does not end it
+    step = kernel.run_cell("import time\ntime.sleep(0.2)\nprint('after')", "after")
+    assert [(o["output_type"], o.get("text")) for o in step.outputs] == [("stream", "after\n")]
+    assert step.error is None
 
 
 def test_undecodable_output_is_replaced_not_fatal(kernel: Recorder) -> None:

@@ -8,7 +8,6 @@ that a forked run changed neither the replay's namespace nor its working folder.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import tempfile
@@ -112,12 +111,15 @@ class ForkingSession:
     def fork_request(self, codes: Sequence[str]) -> wire.ForkRequest:
         """The request that runs ``codes`` in forked children; each code goes to a file of its own."""
         self._requests += 1
-        folder = Path(tempfile.mkdtemp(prefix=f"codes-{self._requests}-", dir=self.scratch))
         files = []
         for number, code in enumerate(codes):
-            path = folder / f"{number}.py"
-            path.write_text(code, encoding="utf-8")
-            files.append(str(path))
+            # a file of its own in the scratch folder (no folder per request: its removal cost more than the rest)
+            descriptor, path = tempfile.mkstemp(
+                prefix=f"code-{self._requests}-{number}-", suffix=".py", dir=self.scratch
+            )
+            with open(descriptor, "w", encoding="utf-8") as file:
+                file.write(code)
+            files.append(path)
         return wire.ForkRequest(
             code_files=files,
             timeout=self.options.timeout,
@@ -154,8 +156,6 @@ class ForkingSession:
         finally:
             for path in request.code_files:  # the kernel deletes them; not if it never got to them
                 Path(path).unlink(missing_ok=True)
-            with contextlib.suppress(OSError, IndexError):
-                Path(request.code_files[0]).parent.rmdir()
 
     def fork_run(self, codes: Sequence[str]) -> list[wire.ChildResult] | None:
         """Each code's result in a forked child of the kernel; None if the kernel died (it has been restarted)."""

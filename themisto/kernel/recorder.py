@@ -151,7 +151,11 @@ class Recorder:
         # the versions are a report, not an install: a kernel that cannot say them gives None (_kernel_versions)
         more = {} if again else {"versions": inject.versions_expression(), **self.installs}
         install = self.session.execute(
-            inject.INSTALL_CODE, silent=True, timeout=KERNEL_START_TIMEOUT, user_expressions={**own, **more}
+            inject.INSTALL_CODE,
+            silent=True,
+            timeout=KERNEL_START_TIMEOUT,
+            user_expressions={**own, **more},
+            until_idle=False,
         )
         reply = install.reply
         if reply is not None and _evaluated(reply, own):
@@ -315,8 +319,11 @@ class Recorder:
         return self._snapshots.read(execution, self.next_step) or Snapshot([], error="the snapshot was not evaluated")
 
     def request(self, user_expressions: dict[str, str], timeout: float) -> Execution:
-        """One silent request that runs no code and evaluates ``user_expressions``."""
-        return self.session.execute("", silent=True, timeout=timeout, user_expressions=user_expressions)
+        """One silent request that runs no code and evaluates ``user_expressions``; it ends at its reply (its
+        outputs belong to no step)."""
+        return self.session.execute(
+            "", silent=True, timeout=timeout, user_expressions=user_expressions, until_idle=False
+        )
 
 
 def _evaluated(reply: dict[str, Any], expressions: Mapping[str, str]) -> bool:

@@ -207,6 +207,7 @@ class KernelSession:
         timeout: float,
         user_expressions: dict[str, str] | None = None,
         interrupt_after: float | None = None,
+        until_idle: bool = True,
     ) -> Execution:
         """Send one execute request and wait for its reply and its outputs, within ``timeout``.
 
@@ -216,6 +217,11 @@ class KernelSession:
 
         ``interrupt_after`` seconds after the request (if it is still running) the kernel is
         interrupted as a user would: the cell ends in a KeyboardInterrupt, not a timeout.
+
+        ``until_idle``: read the request's outputs until the kernel's idle status, which follows them on iopub;
+        without it (a request whose outputs belong to no step) the request ends at its reply, and the kernel's
+        flushes and idle status after the reply overlap the caller's next work (a later request's own messages
+        are told from them by their parent).
         """
         import zmq
 
@@ -240,7 +246,7 @@ class KernelSession:
         idle = False
         finished = False  # the kernel's file says the cell and its snapshot ended: only the reply is left
         look_at = started  # when to read that file next
-        while execution.reply is None or not idle:
+        while execution.reply is None or (until_idle and not idle):
             if self.stop is not None and self.stop.is_set():
                 raise Stopped
             now = time.monotonic()

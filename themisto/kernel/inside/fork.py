@@ -16,7 +16,9 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
 2. in the child: closes the other cells' code files, reads its own; moves into
    a process group of its own (so a timeout kills the child and whatever it
    started) and dies with the kernel (``PR_SET_PDEATHSIG``); closes every socket
-   it inherited (the kernel's channels); copies the kernel's working directory
+   it inherited (the kernel's channels) and every end past fd 2 of ipykernel's
+   pipes behind fds 1 and 2 (which would carry its writes into the kernel's own
+   output); copies the kernel's working directory
    into its private folder (each child after the first its own, beside the
    first's readiness and cell; the kernel copies the first's while it gets
    ready); with ``request.confine``, enters
@@ -35,17 +37,15 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    while the child, suspended since, is killed by the kernel at the ready frame
    (:func:`themisto.kernel.inside.namespaces.contain`); that process then points its
    temporary folder into its private folder; points file descriptors 1 and 2 at a
-   pipe the kernel reads itself (:class:`FdOutput`), having closed every end of
-   ipykernel's pipes behind them (which would carry its writes into the kernel's
-   own output), and ``sys.stdout``/``sys.stderr`` at capturing streams that
+   pipe the kernel reads itself (:class:`FdOutput`), and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
    the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
    ``Session`` objects with a capture, so every message the shell would publish
    (``display_data``, ``execute_result``, ``error`` tracebacks, ``clear_output``,
    comm traffic) is kept in order and nothing reaches the kernel's sockets;
-   limits OpenMP to one thread (see :func:`single_threaded_openmp`); adds the
-   cell to the in-memory input history, where IPython looks for a trailing ``;``
-   (see :func:`_as_last_input`); writes a ready frame and waits for the parent's
+   limits OpenMP to one thread (see :func:`single_threaded_openmp`); has the
+   cell added to the in-memory input history as it is transformed to run, where
+   IPython looks for a trailing ``;`` (see :func:`_as_last_input`); writes a ready frame and waits for the parent's
    go (the cell's time limit starts at the go, so a slow copy does not count
    against it); moves into its copy of the working directory; runs the cell
    with ``shell.run_cell(code, store_history=False)`` (no write to the history
@@ -372,9 +372,8 @@ def _isolate(capture: Capture, fd_output: int) -> None:
     # in every child, whose imports die with it).
     with contextlib.suppress(Exception):
         shell.InteractiveTB.set_mode(mode="Minimal")
-    # ipykernel reads fds 1 and 2 in a thread of the kernel: the child's go into a pipe the kernel reads itself,
-    # and the child keeps no end of ipykernel's pipes (they would carry its writes into the kernel's own output)
-    _close_pipes_of(1, 2)
+    # ipykernel reads fds 1 and 2 in a thread of the kernel: the child's go into a pipe the kernel reads itself (the
+    # other ends of ipykernel's pipes were closed with the sockets, _close_channels)
     os.dup2(fd_output, 1)
     os.dup2(fd_output, 2)
     os.close(fd_output)
@@ -420,24 +419,37 @@ def single_threaded_openmp(setters: list[Any]) -> None:
         setter(1)
 
 
-def _as_last_input(shell: Any, code: str) -> None:
-    """Put ``code`` at the end of the shell's in-memory input history, as ``store_history=True`` would.
+def _as_last_input(shell: Any) -> None:
+    """Make the cell ``run_cell`` runs next the last of the shell's in-memory input history, as
+    ``store_history=True`` would.
 
     IPython's displayhook decides whether a trailing ``;`` silences a cell's
     value by reading the last *stored* input (``DisplayHook.quiet``). The child
     runs with ``store_history=False``, so without this it would read the
     replay's previous cell: a value after a ``plt.plot(...);`` cell would be
-    hidden and one ending in ``;`` shown. Only the child's copy of the lists
+    hidden and one ending in ``;`` shown. The cell is stored as ``run_cell``
+    transforms it, by that one transformation (a transformation of its own
+    here would double the child's slowest step before its ready frame), before
+    it runs, where ``store_inputs`` puts it. Only the child's copy of the lists
     changes; nothing reaches the history database (its writer thread is not in
     the child, and ``store_inputs`` would start one).
     """
-    try:
-        transformed = shell.transform_cell(code)
-    except Exception:  # IPython then stores the raw cell, and run_cell reports the error
-        transformed = code
+    transform = shell.transform_cell
     history = shell.history_manager
-    history.input_hist_parsed.append(transformed.rstrip("\n"))
-    history.input_hist_raw.append(code.rstrip("\n"))
+
+    def transform_and_store(raw_cell: str) -> str:
+        shell.transform_cell = transform  # this cell's alone
+        try:
+            transformed: str = transform(raw_cell)
+        except Exception:  # IPython then stores the raw cell, and run_cell reports the error
+            transformed = raw_cell
+            raise
+        finally:
+            history.input_hist_parsed.append(transformed.rstrip("\n"))
+            history.input_hist_raw.append(raw_cell.rstrip("\n"))
+        return transformed
+
+    shell.transform_cell = transform_and_store
 
 
 def _error_fields(error: BaseException | None, limit: int) -> tuple[str, str]:
@@ -463,8 +475,8 @@ def _child(
     from IPython import get_ipython
 
     code = _read_all(code_fd)
-    # the kernel's sockets (its channels to the scorer) are no business of the cell's
-    _close_sockets()
+    # the kernel's sockets (its channels to the scorer) and its output's pipes are no business of the cell's
+    _close_channels()
     # before it confines itself: its domain does not read the kernel's folder
     if copies and (fault := _copy_work(request.root, folder)) is not None:
         write(fault.to_json())
@@ -473,8 +485,7 @@ def _child(
         try:
             # namespaces of its own: no network even where the kernel has it (--allow-network), a PID namespace
             _BOUND["namespaces"](network=False, map_ids=False, pid=True)
-            readable = [*_BOUND["readable"](), *filter(None, map(os.environ.get, ALSO_READABLE))]
-            _BOUND["confine"]([folder, *ALSO_WRITABLE], readable=readable, allow_network=False, scope=True)
+            _BOUND["confine"]([folder, *ALSO_WRITABLE], readable=_BOUND["readable"], allow_network=False, scope=True)
             _BOUND["seccomp"](unix_sockets=False, other_processes=False)
             runner = _BOUND["contain"]()  # returns in the PID namespace's process that runs the cell
         except OSError as exc:
@@ -489,7 +500,7 @@ def _child(
     _isolate(capture, fd_output)
     single_threaded_openmp(openmp_setters())  # the parent's list, found before the fork
     shell = get_ipython()
-    _as_last_input(shell, code)
+    _as_last_input(shell)
     write(str(runner))  # the ready frame; nothing more is written until the go, so the parent reads it alone
     if os.read(go, 1) != b"g":  # the parent gave up on this cell
         return
@@ -542,32 +553,26 @@ def _descriptors() -> list[int]:
         return list(range(3, 1024))
 
 
-def _close_sockets() -> None:
-    """Close every socket this process holds: the kernel's ZeroMQ channels and whatever earlier cells opened."""
-    for descriptor in _descriptors():
-        with contextlib.suppress(OSError):
-            if stat.S_ISSOCK(os.fstat(descriptor).st_mode):
-                os.close(descriptor)
-
-
-def _close_pipes_of(*standard: int) -> None:
-    """Close every descriptor past 2 of the pipes that the descriptors ``standard`` are ends of.
+def _close_channels() -> None:
+    """Close every socket this process holds (the kernel's ZeroMQ channels and whatever earlier cells opened) and
+    every descriptor past 2 of the pipes that descriptors 1 and 2 are ends of, in one pass over the descriptors.
 
     ipykernel points fds 1 and 2 at pipes that a thread of the kernel reads and publishes as the kernel's output,
     and keeps both ends open past fd 2: a child that held them could write into the kernel's output (a process
     it left in a session of its own, while the child's PID namespace is torn down, into the next cell of the
-    replay's) and read from it.
+    replay's) and read from it. Fds 1 and 2 themselves are pointed elsewhere once the child is confined
+    (:func:`_isolate`).
     """
     pipes = set()
-    for descriptor in standard:
+    for descriptor in (1, 2):
         with contextlib.suppress(OSError):
             status = os.fstat(descriptor)
             if stat.S_ISFIFO(status.st_mode):
                 pipes.add((status.st_dev, status.st_ino))
-    for descriptor in _descriptors() if pipes else []:
+    for descriptor in _descriptors():
         with contextlib.suppress(OSError):
             status = os.fstat(descriptor)
-            if descriptor > 2 and (status.st_dev, status.st_ino) in pipes:
+            if stat.S_ISSOCK(status.st_mode) or (descriptor > 2 and (status.st_dev, status.st_ino) in pipes):
                 os.close(descriptor)
 
 
@@ -1078,16 +1083,22 @@ _BOUND: dict[str, Any] = {}
 
 
 def bind() -> None:
-    """Take the snapshot's ``take`` and ``JsonText``, Landlock's ``confine`` and ``runtime_readable``, seccomp's
-    ``confine``, the namespaces' ``enter`` and ``contain`` and the wire's records from their installed modules;
-    build the children's seccomp filter and read the last capability's number."""
+    """Take the snapshot's ``take`` and ``JsonText``, Landlock's ``confine``, seccomp's ``confine``, the namespaces'
+    ``enter`` and ``contain`` and the wire's records from their installed modules; find what a confined child reads
+    (Landlock's ``runtime_readable`` and :data:`ALSO_READABLE`), build the children's seccomp filter and read the
+    last capability's number."""
     snapshot = sys.modules[SNAPSHOT_MODULE]
     _BOUND.update(
         take=snapshot.take,
         text=snapshot.JsonText,
         description_chars=snapshot.DESCRIPTION_CHARS,
         confine=sys.modules[LANDLOCK_MODULE].confine,
-        readable=sys.modules[LANDLOCK_MODULE].runtime_readable,
+        # found as the kernel starts, before any cell (whose changes to the environment widen nothing), once rather
+        # than in each child, just before its ready frame
+        readable=[
+            *sys.modules[LANDLOCK_MODULE].runtime_readable(),
+            *filter(None, map(os.environ.get, ALSO_READABLE)),
+        ],
         wire=sys.modules[WIRE_MODULE],
         seccomp=sys.modules[SECCOMP_MODULE].confine,
         namespaces=sys.modules[NAMESPACES_MODULE].enter,
