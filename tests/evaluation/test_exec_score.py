@@ -20,6 +20,7 @@ from themisto.cli import main
 from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
 from themisto.evaluation.exec.replay import parse_outcome
 from themisto.evaluation.metrics import exact_match
+from themisto.kernel import inject
 from themisto.kernel.environment import FORK_ABI
 from themisto.kernel.forking import ForkingSession, state_key
 from themisto.kernel.inside import landlock
@@ -744,8 +745,10 @@ def test_a_child_holds_no_end_of_the_kernels_output_pipes(tmp_path: Path) -> Non
         assert children is not None and children[0].status == "ok"
         held = json.loads("".join(m["content"]["text"] for m in children[0].messages if m["msg_type"] == "stream"))
         assert held and not set(held) & set(json.loads(kernels))
-        execution = session.fork_execution([INTO_EVERY_PIPE])
-        assert "INJECTED" not in json.dumps(execution.collector.outputs)
+        # the fork request's outputs read until its idle status, as a cell's are (a silent request ends at its reply)
+        request = {"fork": inject.fork_run_expression(session.fork_request([INTO_EVERY_PIPE]))}
+        execution = session.recorder.session.execute("", silent=True, timeout=60, user_expressions=request)
+        assert execution.reply is not None and "INJECTED" not in json.dumps(execution.collector.outputs)
         later = [session.run_cell("import time\ntime.sleep(0.3)\nprint('replayed')", f"r{n}").output for n in range(4)]
     assert later == ["replayed"] * 4
 
