@@ -201,6 +201,39 @@ def test_a_silent_request_ends_at_its_reply_and_the_next_cell_waits_for_its_own_
     assert step.error is None
 
 
+# Counts the kernel's real flushes of sys.stdout (ipykernel's own, under the channels module's wrapper) in a module
+# of the kernel's sys.modules, and reads the count
+COUNT_FLUSHES = (
+    "(lambda sys, count: (sys.modules.__setitem__('_test_flushes', count),"
+    " setattr(sys.stdout.flush, '__wrapped__', (lambda flush: lambda: (count.append(1), flush())[1])"
+    "(sys.stdout.flush.__wrapped__)))[0])(__import__('sys'), [])"
+)
+FLUSHES = "len(__import__('sys').modules['_test_flushes'])"
+
+
+def _flushes(kernel: Recorder) -> int:
+    """How often the kernel's stdout has really been flushed since COUNT_FLUSHES, read in a silent request."""
+    reply = kernel.request({"count": FLUSHES}, 10).reply
+    assert reply is not None
+    return int(reply["content"]["user_expressions"]["count"]["data"]["text/plain"])
+
+
+def test_a_silent_request_with_nothing_to_send_skips_the_flush_and_a_cell_flushes(fresh_kernel: Recorder) -> None:
+    kernel = fresh_kernel
+    assert kernel.request({"count": COUNT_FLUSHES}, 10).reply is not None
+    kernel.request({"quiet": "1 + 1"}, 10)
+    assert _flushes(kernel) == 0  # three silent requests, each flushed twice by ipykernel, nothing written
+    step = kernel.run_cell("print('cell')", "cell")
+    assert step.output == "cell"
+    after_cell = _flushes(kernel)
+    assert after_cell >= 2  # before the cell's reply and before its idle status, as ipykernel flushes
+    # text written in a silent request is flushed under it, and never reaches the next cell's output
+    kernel.request({"loud": "print('from a silent request')"}, 10)
+    assert _flushes(kernel) > after_cell
+    step = kernel.run_cell("print('next')", "next")
+    assert [(o["output_type"], o.get("text")) for o in step.outputs] == [("stream", "next\n")]
+
+
 def test_undecodable_output_is_replaced_not_fatal(kernel: Recorder) -> None:
     step = kernel.run_cell(
         "import sys\nsys.stdout.write('ok ' + b'\\xff\\xfe'.decode('utf-8', 'surrogateescape') + '\\n')\n"

@@ -18,6 +18,10 @@ Installed in the kernel after the wire module (see :mod:`themisto.kernel.inject`
   outputs at the reply) is set to zero: the recorder reads a request's outputs until its ``idle`` status,
   which the kernel publishes on the same channel after them (exec-score's overhead per prediction fell by
   1.0 ms, ``docs/performance.md``).
+- Before a silent request's reply (the recorder's own: a forked run, a snapshot, the install) ipykernel flushes
+  ``sys.stdout`` and ``sys.stderr``, a round trip to its IO thread each, with nothing to send: the kernel's
+  streams skip that wait (:class:`SilentFlush`) when nothing is buffered. A cell's request, never silent,
+  flushes as ipykernel does.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ def install(stream_budget: int) -> None:
     session.send = StreamCap(original, stream_budget, sys.modules[WIRE_MODULE].StreamBudget, kernel)
     if hasattr(kernel, "_execute_sleep"):  # an ipykernel's; the recorder waits for the idle status instead
         kernel._execute_sleep = 0
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "pub_thread"):  # ipykernel's OutStream
+            stream.flush = SilentFlush(stream, kernel)  # type: ignore[method-assign]
 
 
 def _frozen(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -100,3 +107,32 @@ class StreamCap:
                 trailing += 1
             content[DROPPED_KEY] = [dropped, trailing]
         return True
+
+
+class SilentFlush:
+    """A kernel stream's ``flush`` that returns at once in a silent request when the stream has nothing buffered,
+    and otherwise flushes as ipykernel does.
+
+    What it skips is a wait for the IO thread to turn an empty buffer into no message, behind whatever it has
+    queued (0.4 ms, twice before each reply). A silent request's outputs belong to no step: text a ``__repr__`` of
+    its snapshot wrote is still flushed, under that request, not left to the next cell's; one the IO thread has
+    queued already may reach the recorder after the reply, which the recorder does not read for.
+    """
+
+    def __init__(self, stream: Any, kernel: Any) -> None:
+        # a module installed again wraps the stream's own flush, not the wrapper of the module before it
+        self.__wrapped__ = getattr(stream.flush, "__wrapped__", stream.flush)
+        self.stream, self.kernel = stream, kernel
+
+    def __call__(self) -> None:
+        if not self._nothing_to_send():
+            self.__wrapped__()
+
+    def _nothing_to_send(self) -> bool:
+        """Whether the request is silent and the stream has nothing buffered."""
+        content = self.kernel.get_parent("shell").get("content")
+        if not isinstance(content, dict) or content.get("silent") is not True:
+            return False
+        return not (
+            getattr(self.stream, "_flush_pending", True) or getattr(self.stream, "_subprocess_flush_pending", True)
+        )
