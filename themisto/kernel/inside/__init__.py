@@ -1,6 +1,6 @@
 """Code that runs inside the user's kernel: the namespace snapshot and the forked run of predictions.
 
-Each module here is sent to a kernel as source text and executed into a private module of ``sys.modules``
+Each module here is sent to a kernel compiled (or as source text) and executed into a private module of ``sys.modules``
 (:mod:`themisto.kernel.inject` does that and builds the expressions that call it), so a module here imports
 only the standard library (and IPython objects the kernel already has), never another Themisto module; a test
 fails on any other import. They are importable in-process, so their helpers are tested directly.

@@ -2,8 +2,8 @@
 
 Execution-checked scoring (:mod:`themisto.evaluation.exec`) replays a
 trajectory once and, at each step where predictions wait, runs every
-prediction in the state *before* that step. The scorer sends this module's
-source text to the kernel, which executes it into a private module registered
+prediction in the state *before* that step. The scorer sends this module,
+compiled, to the kernel, which executes it into a private module registered
 as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
 :mod:`themisto.kernel.inside.snapshot`), and evaluates :func:`run` on a
 :class:`~themisto.kernel.inside.wire.ForkRequest` as the ``user_expression`` of a

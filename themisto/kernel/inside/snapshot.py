@@ -1,6 +1,6 @@
 """Describe the user namespace of an IPython kernel, from inside that kernel.
 
-The recorder sends this module's source text to the kernel, which executes it
+The recorder sends this module, compiled, to the kernel, which executes it
 into a private module registered as ``sys.modules["_themisto_snapshot"]``; no
 name is bound in the user namespace. The recorder evaluates
 :func:`snapshot_expression` as a ``user_expression`` of each cell's own execute

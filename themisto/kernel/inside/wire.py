@@ -7,7 +7,7 @@ answers as the result classes (it takes them from this module, installed in the 
 and the host decodes each answer with the same class, which refuses missing, extra or mistyped fields (the
 answer passed through a process that runs untrusted code). The launcher's request is a record too.
 
-A module of :mod:`themisto.kernel.inside`: standard library only, sent to the kernel as source text (and so
+A module of :mod:`themisto.kernel.inside`: standard library only, sent to the kernel compiled or as source text (and so
 without ``from __future__ import annotations``: a dataclass of a module not yet in ``sys.modules`` needs its
 annotations evaluated).
 """
