@@ -2,7 +2,8 @@
 ``user_expression`` texts that call it.
 
 A kernel-side module is sent as a code object compiled here (and as source text, for a kernel of another
-interpreter) and executed into a private module of ``sys.modules`` (no name is bound in the user namespace); every call into it is a ``user_expression`` naming that module.
+interpreter) and executed into a private module of ``sys.modules`` (no name is bound in the user namespace);
+every call into it is a ``user_expression`` naming that module.
 """
 
 from __future__ import annotations
