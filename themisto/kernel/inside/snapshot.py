@@ -948,7 +948,7 @@ def installed_version(library: str) -> str:
     """``importlib.metadata.version(library)``, read from the metadata's first ``Version`` header.
 
     ``importlib.metadata`` parses the whole metadata file as e-mail for one header (numpy's holds its licences):
-    half of the versions' 17 ms in every kernel's set-up. A header it would read otherwise (one folded over
+    13 of the versions' 16.5 ms in every kernel's set-up. A header it would read otherwise (one folded over
     lines, none in the header block) is left to it.
     """
     import importlib.metadata
