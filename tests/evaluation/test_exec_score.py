@@ -656,6 +656,71 @@ def test_a_slow_copy_counts_against_no_cell_and_no_cell_writes_into_a_later_chil
     assert _text(results[1]) == "False"
 
 
+# A replay cell that notes when the kernel has forked a child and when it lets one run its cell: Child's constructor
+# and start wrapped, in the state every child forks from.
+NOTE_FORKS = """import sys as _sys, time as _time
+_fork = _sys.modules["_themisto_fork"]
+_events = []
+def _noted(name, method):
+    def noted(self, *args, **kwargs):
+        method(self, *args, **kwargs)
+        _events.append((name, _time.monotonic()))
+    return noted
+_fork.Child.__init__ = _noted("forked", _fork.Child.__init__)
+_fork.Child.start = _noted("started", _fork.Child.start)"""
+# The first of two cells: it waits while the kernel may fork the second, then looks for the second's code through
+# the kernel's file descriptors (the kernel holds the code files until its last fork, and the cell may list their
+# numbers through /proc, Landlock or not), as E1 of
+# tests/security/test_attacks_exec.py looks everywhere, and for a file the replay holds open, which it finds where
+# it may look; the needles are built, so the cell never finds its own text.
+SEEK_THE_NEXT_CELL = (
+    THE_KERNEL
+    + """
+import os, stat, time
+started = time.monotonic()
+time.sleep(0.5)
+texts, refused = [], set()
+for name in os.listdir(f'/proc/{the_kernel()}/fd'):
+    path = f'/proc/{the_kernel()}/fd/{name}'
+    try:
+        if stat.S_ISREG(os.stat(path).st_mode):
+            texts.append(open(path, errors='replace').read())
+    except OSError as exc:
+        refused.add(type(exc).__name__)
+print(started, ','.join(sorted(refused)) or 'none', *(any(needle in text for text in texts) for needle in ('the-' + 'secret-cell', 'the-' + 'decoy')))
+"""
+)
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_the_first_cell_runs_while_the_kernel_forks_the_others_only_where_it_is_confined(
+    tmp_path: Path, sandbox: bool
+) -> None:
+    if sandbox and landlock.abi_version() < FORK_ABI:
+        pytest.skip("this machine's Landlock cannot confine a prediction")
+    with _forking_session(tmp_path, RecordOptions(timeout=60, sandbox=sandbox)) as session:
+        session.run_cell(NOTE_FORKS, "c")
+        (tmp_path / "work" / "decoy.txt").write_text("the-decoy")
+        session.run_cell("held = open('decoy.txt')", "h")
+        results = session.fork_run([SEEK_THE_NEXT_CELL, "secret = 'the-secret-cell'"])
+        events = json.loads(session.run_cell("print(__import__('json').dumps(_events))", "d").output)
+    assert results is not None and [result.status for result in results] == ["ok", "ok"], results
+    started, refused, code, decoy = _text(results[0]).split()
+    # confined, the second child is forked once the first may run its cell, and before that cell looks: the kernel
+    # holds the second's code file meanwhile, which Landlock keeps the first from reaching (no ptrace access, so no
+    # link of /proc/PID/fd of the kernel's is followed); unconfined, every child is forked, and the code files
+    # closed, before the first cell may run
+    order = [name for name, _ in events]
+    if sandbox:
+        assert order == ["forked", "started", "forked", "started"]
+        assert events[2][1] < float(started) + 0.5
+    else:
+        assert order == ["forked", "forked", "started", "started"]
+    # the search finds what the kernel holds where it may look (the decoy), and the code file never; confined, it
+    # lists the kernel's descriptors but may follow none
+    assert (refused, code, decoy) == (("PermissionError", "False", "False") if sandbox else ("none", "False", "True"))
+
+
 def test_a_child_not_ready_in_time_is_a_fault_and_the_next_request_runs(tmp_path: Path) -> None:
     with _forking_session(tmp_path) as session:
         session.run_cell(SLOW_COPY.format(seconds=3) + "\n_fork.READY_SECONDS = 0.5", "c")

@@ -68,11 +68,13 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    every cell, so nothing it started survives), then every process of its PID
    namespace (:func:`kill_pid_namespace`: those in sessions of their own too,
    which would otherwise live until the namespace's init ran again). Every
-   child of the request is forked before the first cell runs (so no child is a copy of a kernel that
-   holds another child's result, the reference's among them), cells run one
+   child of the request is forked before the first result comes back (so no child is a copy of a kernel
+   that holds another child's result, the reference's among them): where they are
+   confined, the first alone and the others while its cell runs; cells run one
    at a time (a confined child may still be copying the kernel's folder while
    an earlier one runs, since a confined cell writes only its own folder; an
-   unconfined request waits until every child is ready), and killed children
+   unconfined request forks every child, and waits until each is ready, before
+   the first cell runs), and killed children
    are reaped (and their folders deleted) once all cells of the request have run, or, those still exiting then, while the
    next request's children get ready: an exit costs tens of milliseconds for a kernel
    that loaded pandas and scikit-learn (about 1,400 memory mappings to unmap),
@@ -1116,8 +1118,9 @@ def run(request: ForkRequest) -> Any:
     Returns a ``wire.ForkResult`` as JSON text, one ``wire.ChildResult`` per cell. The code files are
     opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
-    Every child is forked before the first cell runs, so no child's memory holds the result of another (the
-    reference's, first, among them); each then gets ready (its folder copied), and the cells run one at a time.
+    Every child is forked before the first result comes back, so no child's memory holds the result of another
+    (the reference's, first, among them); confined, the first child alone before its cell runs and the others
+    meanwhile. Each gets ready (its folder copied), and the cells run one at a time.
     Killed children are reaped at the end (or at the next request, those still exiting), so their exits
     (unmapping a copy of a large kernel) overlap the next cells.
     """
@@ -1132,13 +1135,28 @@ def run(request: ForkRequest) -> Any:
         raise
     children: list[Child] = []
     results = []
-    try:
-        # every child is forked before any cell runs: none is a copy of a kernel that holds another's result
-        for index in range(len(code_fds)):
-            children.append(Child(index, code_fds, request, [fd for child in children for fd in child.pipes()]))
+
+    def fork_the_rest() -> None:
+        """Fork a child for every cell not forked yet, then close the code files: the kernel keeps no way to them."""
+        while len(children) < len(code_fds):
+            earlier = [fd for child in children for fd in child.pipes()]
+            children.append(Child(len(children), code_fds, request, earlier))
         for index, descriptor in enumerate(code_fds):
-            os.close(descriptor)  # forked: the kernel keeps no way to the cells
-            code_fds[index] = -1
+            if descriptor >= 0:
+                os.close(descriptor)
+                code_fds[index] = -1
+
+    try:
+        # Every child is forked before any result comes back: none is a copy of a kernel that holds another's
+        # result. Confined, the first child is forked alone, and the others while its cell runs (the fork of a
+        # large kernel takes milliseconds, which a cell leaves the kernel idle for): a confined cell reaches
+        # neither the kernel's memory nor its file descriptors (the other cells' code files among them), nor the
+        # other children. An unconfined cell may, and may write the kernel's working folder: every child is forked,
+        # and has copied that folder, before one runs.
+        if code_fds:
+            children.append(Child(0, code_fds, request))
+        if not request.confine:
+            fork_the_rest()
         # while the children get ready, the kernel copies the folder of the one that does not copy it itself, then
         # reaps the last request's children, which ended while the scorer compared their results and ran the
         # replay's cell
@@ -1148,13 +1166,13 @@ def run(request: ForkRequest) -> Any:
         while _DYING:
             _DYING.pop().reap()
         if not request.confine:
-            # an unconfined cell may write the kernel's working folder: every child has copied it before one runs
-            # (a confined cell writes only its own folder, so a later child's copy may run beside it)
             for child in children:
                 child.ready()
-        for child in children:
-            child.start()
-            results.append(child.collect())
+        for index in range(len(code_fds)):
+            children[index].start()
+            if index == 0:
+                fork_the_rest()
+            results.append(children[index].collect())
     finally:
         for descriptor in code_fds:
             if descriptor >= 0:
