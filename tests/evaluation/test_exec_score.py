@@ -20,7 +20,7 @@ from themisto.cli import main
 from themisto.evaluation.exec import ExecReport, exec_samples_name, exec_score
 from themisto.evaluation.exec.replay import parse_outcome
 from themisto.evaluation.metrics import exact_match
-from themisto.kernel import inject
+from themisto.kernel import forking, inject
 from themisto.kernel.environment import FORK_ABI
 from themisto.kernel.forking import ForkingSession, state_key
 from themisto.kernel.inside import landlock
@@ -250,6 +250,23 @@ def test_state_key_ignores_size_and_addresses_but_not_values() -> None:
     b = Variable("f", "function", 144, "<function f at 0x7e0000aa>", size_method="getsizeof")
     assert state_key([a]) == state_key([b])
     assert state_key([a]) != state_key([Variable("g", "function", 136, "<function g at 0x7f3a2c1b>")])
+
+
+def test_the_check_after_a_forked_run_hashes_only_a_namespace_it_does_not_hold_already(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, b = Variable("a", "int", 28, "1"), Variable("b", "str", 50, "'x'")
+    before = {"a": a, "b": b}
+    hashed: list[int] = []
+    monkeypatch.setattr(forking, "state_key", lambda variables: hashed.append(len(variables)) or state_key(variables))
+    # the very records of the last snapshot, in its order (what an unchanged snapshot hands back): no hash
+    assert forking._same_state([a, b], before) and hashed == []
+    # records of their own, equal or not, and the same records in another order: hashed as before
+    assert forking._same_state([Variable("a", "int", 28, "1"), Variable("b", "str", 50, "'x'")], before)
+    assert not forking._same_state([a, Variable("b", "str", 50, "'y'")], before)
+    assert not forking._same_state([b, a], before)
+    assert not forking._same_state([a], before)
+    assert hashed == [2, 2, 2, 2, 2, 2, 1, 2]
 
 
 def test_cli_scores_a_real_lm_eval_run_with_trajectories_from_the_build(
