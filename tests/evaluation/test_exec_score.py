@@ -258,7 +258,12 @@ def test_the_check_after_a_forked_run_hashes_only_a_namespace_it_does_not_hold_a
     a, b = Variable("a", "int", 28, "1"), Variable("b", "str", 50, "'x'")
     before = {"a": a, "b": b}
     hashed: list[int] = []
-    monkeypatch.setattr(forking, "state_key", lambda variables: hashed.append(len(variables)) or state_key(variables))
+
+    def counted(variables: list[Variable]) -> str:
+        hashed.append(len(variables))
+        return state_key(variables)
+
+    monkeypatch.setattr(forking, "state_key", counted)
     # the very records of the last snapshot, in its order (what an unchanged snapshot hands back): no hash
     assert forking._same_state([a, b], before) and hashed == []
     # records of their own, equal or not, and the same records in another order: hashed as before
