@@ -52,6 +52,7 @@ def _timed(name, function):
         finally:
             _fork.TIMELINE.append((name, started, _time.monotonic()))
     return timed
+_fork.TIMED = _timed  # for the wrappers exec_timeline.py adds
 _fork.run = _timed("kernel: fork.run", _fork.run)
 _fork._isolate = _timed("child: _isolate", _fork._isolate)
 _fork.copy_tree = _timed("child: copy_tree", _fork.copy_tree)
