@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# The file in a session's scratch folder the children log their steps to.
+CHILDREN_LOG = "children.log"
 # The children's steps, wrapped in the kernel after fork_timeline.WRAP (with its wrapper); each child writes its own to
 # LOG at its ready frame (``_as_last_input`` is its last step before it), through a descriptor it inherits.
 CHILD_LOG = r"""
@@ -75,21 +77,28 @@ def _phases(request: dict[str, Any]) -> dict[str, float]:
         spans.sort()
     asked, run = steps["kernel: user_expressions"][-1], steps["kernel: fork.run"][-1]
     forks, starts, collects = (steps[f"kernel: Child.{name}"] for name in ("__init__", "start", "collect"))
+    # a child's go: the end of the last readiness check within its start, which writes the go at once. Not the end
+    # of start itself: the child the go wakes may take the kernel's CPU before start returns, while its cell runs.
+    goes = [
+        max(ended for began, ended in steps["kernel: Child.ready"] if start[0] <= began and ended <= start[1])
+        for start in starts
+    ]
     own = request["own"]
+    later = range(1, len(own))
     phases = {
         "the request, to the kernel's fork.run": run[0] - request["sent"],
         "the first fork": forks[0][1] - forks[0][0],
-        "the first child's folder and readiness, to its go": starts[0][1] - forks[0][1],
+        "the first child's folder and readiness, to its go": goes[0] - forks[0][1],
         "the first cell's request beyond the cell (later forks, reaps, outcome, snapshot, kill)": collects[0][1]
-        - starts[0][1]
+        - goes[0]
         - own[0],
     }
-    for index in range(1, len(own)):
-        phases["a later child's readiness, after the cell before it"] = phases.get(
-            "a later child's readiness, after the cell before it", 0.0
-        ) + (starts[index][1] - collects[index - 1][1])
-        phases["a later cell's request beyond the cell"] = phases.get("a later cell's request beyond the cell", 0.0) + (
-            collects[index][1] - starts[index][1] - own[index]
+    if later:
+        phases["a later child's readiness, after the cell before it"] = sum(
+            goes[index] - collects[index - 1][1] for index in later
+        )
+        phases["a later cell's request beyond the cell"] = sum(
+            collects[index][1] - goes[index] - own[index] for index in later
         )
     phases["fork.run's end (reaps, the answer's text)"] = run[1] - collects[-1][1]
     phases["the check's snapshot and ipykernel's reply"] = asked[1] - run[1]
@@ -97,9 +106,7 @@ def _phases(request: dict[str, Any]) -> dict[str, float]:
     return {name: 1000 * value for name, value in phases.items()}
 
 
-def _instrument(
-    scratch_log: Callable[[Any], str], requests: list[dict[str, Any]], probing: list[float]
-) -> Callable[[], None]:
+def _instrument(requests: list[dict[str, Any]], probing: list[float]) -> Callable[[], None]:
     """Wrap ``ForkingSession.fork_run`` and ``changed_since`` to time each request and probe around it; the undo."""
     from bench_exec import fork_floor
     from fork_timeline import WRAP
@@ -110,7 +117,7 @@ def _instrument(
 
     def timed_fork_run(session: ForkingSession, codes: Sequence[str]) -> Any:
         started = time.perf_counter()
-        log = scratch_log(session)
+        log = str(session.scratch / CHILDREN_LOG)
         if _expression(session.recorder.request({"x": INSTALLED}, 60).reply, "x") != "True":
             install = f"exec({WRAP!r}, {{}}), exec({CHILD_LOG.format(log=log)!r}, {{}})"
             session.recorder.request({"install": install}, 60)
@@ -131,7 +138,7 @@ def _instrument(
             request["done"] = time.monotonic()
             started = time.perf_counter()
             request["kernel"] = json.loads(_expression(session.recorder.request({"t": READ}, 60).reply, "t"))
-            log = Path(scratch_log(session))
+            log = session.scratch / CHILDREN_LOG
             request["children"] = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
             log.write_text("")
             probing.append(time.perf_counter() - started)
@@ -153,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "--shard", default="0/4", help="K/N: the shard of the trajectories scored (the quick bench's, 0/4, by default)"
     )
     arguments = parser.parse_args(argv)
-    shard = tuple(int(part) for part in arguments.shard.split("/"))
+    index, count = (int(part) for part in arguments.shard.split("/"))
     sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
     from bench_exec import _run
 
@@ -166,28 +173,29 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(scratch) / "workdir"
         shutil.copytree(ROOT / "data" / "files", workdir / "files")
         run_dir = _run(Path(scratch) / "run")
-        undo = _instrument(lambda session: str(session.scratch / "children.log"), requests, probing)
+        undo = _instrument(requests, probing)
         try:
             report = exec_score(
                 [run_dir],
                 data=str(ROOT / "hf_dataset"),
                 output=Path(scratch) / "out",
                 options=RecordOptions(timeout=120, workdir=workdir),
-                shard=(shard[0], shard[1]),
+                shard=(index, count),
             )
         finally:
             undo()
     codes = Counter(request["codes"] for request in requests).most_common(1)[0][0]
     chosen = [r for r in requests if r["codes"] == codes == len(r["own"]) and "kernel" in r and r["children"]]
+    each = [_phases(request) for request in chosen]
     phases: dict[str, list[float]] = defaultdict(list)
-    for request in chosen:
-        for name, value in _phases(request).items():
+    for request_phases in each:
+        for name, value in request_phases.items():
             phases[name].append(value)
     print(f"| phase ({len(chosen)} requests of {codes} codes, of {len(requests)}), ms a request | mean | median |")
     print("|---|--:|--:|")
     for name, values in phases.items():
         print(f"| {name} | {statistics.mean(values):.2f} | {statistics.median(values):.2f} |")
-    total = [sum(_phases(request).values()) for request in chosen]
+    total = [sum(request_phases.values()) for request_phases in each]
     print(f"| the request beyond its cells | {statistics.mean(total):.2f} | {statistics.median(total):.2f} |")
     steps: dict[str, list[float]] = defaultdict(list)
     for request in chosen:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -23,3 +24,23 @@ def bench_module(name: str) -> ModuleType:
     finally:
         sys.path.remove(str(REPOSITORY / "bench"))
     return module
+
+
+def run_profile(script: str, *arguments: str, timeout: float) -> tuple[str, dict[str, list[float]]]:
+    """Run the profile ``bench/<script>.py`` from the repository root, which must succeed: its standard output, and
+    the rows of its Markdown tables whose first value is a number, as each row's name and its numbers."""
+    done = subprocess.run(
+        [sys.executable, str(REPOSITORY / "bench" / f"{script}.py"), *arguments],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {
+        cells[1]: [float(value) for value in cells[2:-1]]
+        for line in done.stdout.splitlines()
+        if line.startswith("| ") and (cells := [cell.strip() for cell in line.split("|")])[2][:1].isdigit()
+    }
+    return done.stdout, rows

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
-from repository import REPOSITORY
+from repository import run_profile
 
 PHASES = (
     "the request, to the kernel's fork.run",
@@ -21,20 +19,7 @@ PHASES = (
 
 @pytest.mark.kernel
 def test_the_phases_of_the_scoring_runs_requests_are_found_and_add_up() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPOSITORY / "bench" / "exec_timeline.py"), "--shard", "0/16"],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = {
-        cells[1]: [float(value) for value in cells[2:-1]]
-        for line in done.stdout.splitlines()
-        if line.startswith("| ") and (cells := [cell.strip() for cell in line.split("|")])[2][:1].isdigit()
-    }
+    output, rows = run_profile("exec_timeline", "--shard", "0/16", timeout=600)
     # a wrapper whose function was renamed, or a list not read back, drops a phase or makes the script fail
     for phase in PHASES:
         assert phase in rows, (phase, sorted(rows))
@@ -48,8 +33,6 @@ def test_the_phases_of_the_scoring_runs_requests_are_found_and_add_up() -> None:
         assert rows[step][0] > 0, (step, rows)
     if "contain" in rows:  # the sandbox (a PID namespace a prediction) where the machine has it
         assert rows["namespaces"][0] > 0 and rows["contain"][0] > 0
-    figure = re.search(
-        r"as bench_exec.py counts it: ([\d.]+) ms .* a bare fork of the kernel: ([\d.]+) ms", done.stdout
-    )
-    assert figure is not None, done.stdout[-500:]
+    figure = re.search(r"as bench_exec.py counts it: ([\d.]+) ms .* a bare fork of the kernel: ([\d.]+) ms", output)
+    assert figure is not None, output[-500:]
     assert float(figure[1]) > 0 and float(figure[2]) > 0

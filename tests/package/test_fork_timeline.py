@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
-from repository import REPOSITORY
+from repository import run_profile
 
 
 @pytest.mark.kernel
 def test_the_timeline_finds_every_phase_of_a_fork_request_on_one_clock() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPOSITORY / "bench" / "fork_timeline.py"), "--runs", "2"],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = {
-        cells[1]: (float(cells[2]), float(cells[3]))
-        for line in done.stdout.splitlines()
-        if line.startswith("| ") and (cells := [cell.strip() for cell in line.split("|")])[2][:1].isdigit()
-    }
+    output, rows = run_profile("fork_timeline", "--runs", "2", timeout=300)
     # a wrapper whose function was renamed, or a child's list not read, drops its phase
     for phase in ("kernel: fork.run", "kernel: Child.__init__", "kernel: snapshot.take", "child: _isolate"):
         assert phase in rows, (phase, sorted(rows))
@@ -33,15 +18,15 @@ def test_the_timeline_finds_every_phase_of_a_fork_request_on_one_clock() -> None
         assert rows["child: namespaces"][0] < rows["child: contain"][0] < rows["child: _isolate"][0]
         # the design's floor: its runner runs before both of its processes have exited
         floor = re.search(
-            r"the clone that runs the cell\): ([\d.]+) ms until the runner runs .* ([\d.]+) ms until both", done.stdout
+            r"the clone that runs the cell\): ([\d.]+) ms until the runner runs .* ([\d.]+) ms until both", output
         )
-        assert floor is not None, done.stdout[-500:]
+        assert floor is not None, output[-500:]
         assert 0 < float(floor[1]) < float(floor[2])
     # the host, the kernel and the child read one clock: the child's steps fall after its fork began and before
     # the kernel's run ended, the cell after the child got ready, the check's snapshot after the run
-    run_start, run_length = rows["kernel: fork.run"]
+    run_start, run_length = rows["kernel: fork.run"][:2]
     # the first fork follows the run's start within a tenth of a millisecond, the table's resolution
     assert run_start <= rows["kernel: Child.__init__"][0] < rows["child: _isolate"][0]
     assert rows["child: _isolate"][0] < rows["child: the cell (own time)"][0] < run_start + run_length
     assert rows["kernel: snapshot.take"][0] >= run_start + run_length
-    assert "a bare os.fork() and exit of the kernel:" in done.stdout
+    assert "a bare os.fork() and exit of the kernel:" in output
