@@ -775,8 +775,23 @@ def test_a_working_folder_that_cannot_be_copied_fails_the_cells_alone(tmp_path: 
         again = session.fork_run(["x + 1"])
         assert again is not None and again[0].status == "ok"
         assert _text(again[0]) == "2"
-        # the failed children's folders went with them (the last request's child is reaped by the next request)
+        # the failed children's folders went with them (the last request's child is removed by the next request)
         assert len([path for path in scratch.iterdir() if path.name.startswith("p-")]) <= 1
+
+
+def test_each_request_deletes_the_folders_of_the_one_before_and_no_other(tmp_path: Path) -> None:
+    with _forking_session(tmp_path) as session:
+        session.run_cell("x = 1", "c")
+        left: list[set[str]] = []
+        for _ in range(3):
+            # one child writes its folder; the other would read what an earlier child left there, were it shared
+            results = session.fork_run(["open('mine.txt', 'w').write('y')", "import os\nsorted(os.listdir('.'))"])
+            assert results is not None and [result.status for result in results] == ["ok", "ok"]
+            assert _text(results[1]) == "[]"
+            left.append({path.name for path in session.scratch.iterdir() if path.name.startswith("p-")})
+            session.run_cell("x += 1", "c")
+        # deleted once the next request has started, if not before: none of the first two requests' folders is left
+        assert not left[-1] & (left[0] | left[1]) and len(left[-1]) <= 2
 
 
 def test_the_kernel_keeps_its_priority_when_its_children_exit_at_the_lowest(tmp_path: Path) -> None:

@@ -75,8 +75,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    an earlier one runs, since a confined cell writes only its own folder; an
    unconfined request forks every child, and waits until each is ready, before
    the first cell runs), and killed children
-   are reaped (and their folders deleted) once all cells of the request have run, or, those still exiting then, while the
-   next request's children get ready: an exit costs tens of milliseconds for a kernel
+   are reaped once all cells of the request have run, or, those still exiting then, and the folders of all, while the
+   next request's first child gets ready: an exit costs tens of milliseconds for a kernel
    that loaded pandas and scikit-learn (about 1,400 memory mappings to unmap),
    and overlaps the next cells, the scorer's comparisons and the replay's own
    cell instead of adding to them.
@@ -734,6 +734,14 @@ def kill_pid_namespace(namespace: int) -> None:
             if not name.isdigit() or int(name) in signalled:
                 continue
             try:
+                # one call rules out a process of this process's own namespace, where an unboxed kernel sees every
+                # process of the machine: 0.16 ms a pass over 71 processes, against 0.38 ms with the pidfd and
+                # the namespace's descriptor opened for each
+                if os.stat(f"/proc/{name}/ns/pid").st_ino == own:
+                    continue
+            except OSError:  # ended meanwhile, or not this process's to inspect (nor, then, to signal)
+                continue
+            try:
                 handle = os.pidfd_open(int(name))  # Linux 5.3; a confined child needs Landlock's ABI 6 (6.12)
             except OSError:  # ended meanwhile
                 continue
@@ -782,7 +790,7 @@ def _ended(pid: int, block: bool) -> bool:
         return True
 
 
-# The killed children of earlier requests still unmapping their memory, reaped at the start of the next request.
+# The killed children of the last request, removed (reaped, their folders deleted) at the start of the next one.
 _DYING: list[Child] = []
 # The child's copy of the kernel's working directory, inside its private folder.
 WORK_FOLDER = "work"
@@ -989,16 +997,17 @@ class Child:
         self._alive.discard(pid)
         return _waitpid(pid)
 
-    def reap(self, block: bool = True) -> bool:
-        """Kill the child, wait for it and its runner (``block``) or see whether they have ended, and once they
-        have, delete its folder; whether they have."""
+    def reap(self, block: bool = True) -> None:
+        """Kill the child, and wait for it and its runner (``block``) or reap those of them that have ended."""
         self.kill()
         for pid in sorted(self._alive):
-            if not _ended(pid, block):
-                return False
-            self._alive.discard(pid)
+            if _ended(pid, block):
+                self._alive.discard(pid)
+
+    def remove(self) -> None:
+        """Kill the child, wait for it and its runner, then delete its folder."""
+        self.reap()
         shutil.rmtree(self.directory, ignore_errors=True)
-        return True
 
 
 def outcome_limit(budget: int) -> int:
@@ -1121,8 +1130,9 @@ def run(request: ForkRequest) -> Any:
     Every child is forked before the first result comes back, so no child's memory holds the result of another
     (the reference's, first, among them); confined, the first child alone before its cell runs and the others
     meanwhile. Each gets ready (its folder copied), and the cells run one at a time.
-    Killed children are reaped at the end (or at the next request, those still exiting), so their exits
-    (unmapping a copy of a large kernel) overlap the next cells.
+    Killed children are reaped at the end (or at the next request, those still exiting) and their folders deleted
+    at the next request, so their exits (unmapping a copy of a large kernel) and the deletions overlap the next cells
+    and the next child's readiness.
     """
     code_fds: list[int] = []
     try:
@@ -1158,13 +1168,13 @@ def run(request: ForkRequest) -> Any:
         if not request.confine:
             fork_the_rest()
         # while the children get ready, the kernel copies the folder of the one that does not copy it itself, then
-        # reaps the last request's children, which ended while the scorer compared their results and ran the
+        # removes the last request's children, which ended while the scorer compared their results and ran the
         # replay's cell
         for child in children:
             if not child.copies_itself:
                 child.copy(request.root)
         while _DYING:
-            _DYING.pop().reap()
+            _DYING.pop().remove()
         if not request.confine:
             for child in children:
                 child.ready()
@@ -1177,7 +1187,11 @@ def run(request: ForkRequest) -> Any:
         for descriptor in code_fds:
             if descriptor >= 0:
                 os.close(descriptor)
-        # an exit unmaps a copy of the kernel (tens of milliseconds for one that loaded pandas and scikit-learn):
-        # those not over yet are reaped at the next request, and the answer goes back meanwhile
-        _DYING.extend(child for child in children if not child.reap(block=False))
+        # An exit unmaps a copy of the kernel (tens of milliseconds for one that loaded pandas and scikit-learn), and
+        # deleting a copy of the working folder took 0.3 to 1 ms a child on ext4: the children are killed and those
+        # already over reaped now, and the rest waited for and every folder deleted at the next request, while its
+        # first child gets ready, so the answer goes back meanwhile
+        for child in children:
+            child.reap(block=False)
+        _DYING.extend(children)
     return _BOUND["text"](_BOUND["wire"].ForkResult(results).to_json())
