@@ -676,7 +676,7 @@ def _frames(read: int, deadlines: list[float], limits: list[int], output: FdOutp
 
 
 def _pid_namespace(pid: int) -> int | None:
-    """The PID namespace (its inode) of process ``pid``; None where it has ended."""
+    """The PID namespace (its inode) of process ``pid``; None where it has ended or may not be inspected."""
     try:
         return os.stat(f"/proc/{pid}/ns/pid").st_ino
     except OSError:
@@ -733,13 +733,10 @@ def kill_pid_namespace(namespace: int) -> None:
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) in signalled:
                 continue
-            try:
-                # one call rules out a process of this process's own namespace, where an unboxed kernel sees every
-                # process of the machine: 0.16 ms a pass over 71 processes, against 0.38 ms with the pidfd and
-                # the namespace's descriptor opened for each
-                if os.stat(f"/proc/{name}/ns/pid").st_ino == own:
-                    continue
-            except OSError:  # ended meanwhile, or not this process's to inspect (nor, then, to signal)
+            # one call rules out a process of this process's own namespace, where an unboxed kernel sees every
+            # process of the machine (0.18 ms a pass over 71 processes, against 0.38 ms with the pidfd and the
+            # namespace's descriptor opened for each), and one ended meanwhile or not this process's to inspect
+            if _pid_namespace(int(name)) in (own, None):
                 continue
             try:
                 handle = os.pidfd_open(int(name))  # Linux 5.3; a confined child needs Landlock's ABI 6 (6.12)
