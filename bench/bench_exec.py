@@ -3,7 +3,7 @@
 The run scored: ``themisto-empty`` and ``themisto-repeat-last`` on both
 next-cell tasks of the committed build (``hf_dataset``, the bundled corpus,
 ``test`` split), plus the ``themisto-reference`` cells exec-score adds: every
-prediction ``make exec-score`` scores. Side by side, interleaved:
+prediction ``make exec-score`` scores. Side by side:
 
 - scoring: ``exec_score`` over that run, wall time (kernel starts included),
   with the data files the notebooks read as its working directory, as
@@ -21,8 +21,13 @@ overhead per prediction run, target <= 20 ms, and <= 2x the bare fork below
 measured in the same run, measured two ways: side by
 side, (scoring - replay - predictions) / runs, where each trajectory's replay
 and its scoring (``score_trajectory``, what exec-score runs per trajectory)
-run one after the other, which goes first alternating, so a load that drifts
-on a shared machine hits both alike; and within the scoring run, (wall time
+run in lockstep: two kernels, one step of one side, then the same step of the
+other, each side's time the sum of its turns (its kernel's start, its cells, its
+forked runs), which side goes first alternating by trajectory. This machine's
+CPU speed drifts by up to 2x over tens of seconds (one import took 0.63 to 1.36 s
+of CPU time in the same kernel), so whole runs of a minute compared one after
+the other differ by more than the overhead; turns a step apart see the same
+speed. And within the scoring run, (wall time
 of the prediction requests - the predictions' own time) / runs, which load
 changes do not bias; and, for scale, what a bare ``os.fork()`` and exit of
 the same kernel costs (the floor of a fork per prediction): taken in the
@@ -40,8 +45,9 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +68,10 @@ def _run(folder: Path) -> Path:
     return folder
 
 
-def _replay(plans: list[Any], recorded: dict[str, Any], options: Any) -> float:
-    """Seconds to replay every planned trajectory once, up to its last planned step."""
+def _replay(
+    plans: list[Any], recorded: dict[str, Any], options: Any, on_step: Callable[[], None] | None = None
+) -> float:
+    """Seconds to replay every planned trajectory once, up to its last planned step (``on_step`` after each)."""
     from themisto.recording.stability import replay_outputs
     from themisto.trajectory import RECORDING_STOPPED_ERROR, Step
 
@@ -91,6 +99,7 @@ def _replay(plans: list[Any], recorded: dict[str, Any], options: Any) -> float:
                     for s in steps
                 ],
                 private,
+                on_step,
             )
     return time.perf_counter() - started
 
@@ -147,31 +156,141 @@ def _floors_before_forks(floors: list[tuple[float, int]], probing: list[float]) 
         ForkingSession.fork_run = original  # type: ignore[method-assign]
 
 
-def _interleaved(plans: list[Any], recorded: dict[str, Any], options: Any, repetition: int) -> dict[str, float]:
-    """Per trajectory, its replay and its scoring (``score_trajectory``) one after the other, in alternating order.
+class _Lockstep:
+    """Two sides that take turns, a step each: while one side runs, the other waits; each turn is timed.
 
-    On a machine shared with other jobs the load drifts over the minutes a
-    whole replay takes; alternating trajectory by trajectory lets both sides
-    see the same load, so their difference is the scoring's own cost.
+    A side that has ended gives up its turns, and the other runs on alone. ``turns[side]``: the seconds of each of
+    ``side``'s turns, in order.
     """
+
+    def __init__(self, sides: tuple[str, str]) -> None:
+        self._sides, self._turn, self._ended = sides, sides[0], set[str]()
+        self._condition = threading.Condition()
+        self._since = 0.0
+        self.turns: dict[str, list[float]] = {side: [] for side in sides}
+
+    def _other(self, side: str) -> str:
+        return self._sides[1] if side == self._sides[0] else self._sides[0]
+
+    def begin(self, side: str) -> None:
+        """Wait for ``side``'s turn."""
+        with self._condition:
+            self._condition.wait_for(lambda: self._turn == side)
+            self._since = time.perf_counter()
+
+    def _end_turn(self, side: str) -> None:
+        with self._condition:
+            self.turns[side].append(time.perf_counter() - self._since)
+            if self._other(side) not in self._ended:
+                self._turn = self._other(side)
+            self._condition.notify_all()
+
+    def step(self, side: str) -> None:
+        """``side`` has run a step: the other side's turn, then ``side``'s again."""
+        self._end_turn(side)
+        self.begin(side)
+
+    def end(self, side: str) -> None:
+        """``side`` has run its last step."""
+        with self._condition:
+            self._ended.add(side)
+        self._end_turn(side)
+
+
+# Of the steps with no prediction, the share of the paired differences left out at each end before their mean
+TRIM = 0.1
+
+
+def _trimmed_mean(values: Sequence[float]) -> float:
+    """The mean of ``values`` without the TRIM share of the lowest and of the highest (0.0 for none)."""
+    ordered = sorted(values)
+    cut = int(len(ordered) * TRIM)
+    kept = ordered[cut : len(ordered) - cut]
+    return statistics.fmean(kept) if kept else 0.0
+
+
+def _excess(scoring: Sequence[float], replay: Sequence[float], wanted: Container[int]) -> float:
+    """Seconds by which the scoring's turns exceed its replay's, paired step by step (see ``_side_by_side``)."""
+    if len(replay) != len(scoring):
+        raise RuntimeError(f"{len(scoring)} turns of the scoring, {len(replay)} of its replay")
+    whole, after, rest = 0.0, list[float](), list[float]()
+    for number, (mine, theirs) in enumerate(zip(scoring, replay, strict=True)):
+        if number in (0, len(replay) - 1) or number in wanted:
+            whole += mine - theirs
+        else:
+            (after if number - 1 in wanted else rest).append(mine - theirs)
+    return whole + sum(len(group) * _trimmed_mean(group) for group in (after, rest))
+
+
+def _side_by_side(plans: list[Any], recorded: dict[str, Any], options: Any, repetition: int) -> dict[str, float]:
+    """Per trajectory, its replay and its scoring (``score_trajectory``) in lockstep, which goes first alternating:
+    the seconds of each side's turns, by how many the scoring's exceed the replay's, and the scoring's own figures.
+
+    The turns are paired step by step (``_excess``). The first and the last (the kernels' starts and ends) and those
+    of the steps with predictions count whole. The steps with none, the step after each such step apart from the
+    rest, count as their number times their trimmed mean difference (``_trimmed_mean``): a shift most of them
+    share (the faults a fork leaves the replay) counts, and a cell that one side ran at the machine's slower speed
+    (an import took 0.63 to 1.36 s of CPU in one kernel) does not outweigh the forks.
+    """
+    totals = {"replay": 0.0, "scoring": 0.0, "excess": 0.0, "own": 0.0, "runs": 0.0, "restores": 0.0}
+    for index, plan in enumerate(plans):
+        first = "replay" if (index + repetition) % 2 == 0 else "scoring"
+        turns, figures = _in_lockstep(plan, recorded, options, first)
+        try:
+            totals["excess"] += _excess(turns["scoring"], turns["replay"], plan.wanted)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{plan.trajectory_id}: {exc}") from None
+        totals["replay"] += sum(turns["replay"])
+        totals["scoring"] += sum(turns["scoring"])
+        for name, value in figures.items():
+            totals[name] += value
+    return totals
+
+
+def _in_lockstep(
+    plan: Any, recorded: dict[str, Any], options: Any, first: str
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """One trajectory's replay and scoring, each in a thread and a kernel of its own, a step at a time
+    (``_Lockstep``), ``first`` first: the seconds of each side's turns, and the scoring's own figures."""
     from themisto.evaluation.exec import score_trajectory
 
-    totals = {"replay": 0.0, "scoring": 0.0, "own": 0.0, "runs": 0.0, "restores": 0.0}
-    for index, plan in enumerate(plans):
-        order = ("replay", "scoring") if (index + repetition) % 2 == 0 else ("scoring", "replay")
-        for side in order:
-            started = time.perf_counter()
-            if side == "replay":
-                _replay([plan], recorded, options)
-            else:
-                scores = score_trajectory(plan.trajectory_id, recorded[plan.trajectory_id], plan.wanted, options)
-                if scores.failure is not None:
-                    raise RuntimeError(f"{plan.trajectory_id}: {scores.failure}")
-                totals["own"] += scores.execution_seconds
-                totals["runs"] += scores.executions
-                totals["restores"] += scores.restores  # the baselines never reach the replay: 0
-            totals[side] += time.perf_counter() - started
-    return totals
+    turns = _Lockstep((first, "scoring" if first == "replay" else "replay"))
+    figures: dict[str, float] = {}
+    failures: list[BaseException] = []
+
+    def replay() -> None:
+        _replay([plan], recorded, options, on_step=lambda: turns.step("replay"))
+
+    def scoring() -> None:
+        scores = score_trajectory(
+            plan.trajectory_id,
+            recorded[plan.trajectory_id],
+            plan.wanted,
+            options,
+            on_step=lambda: turns.step("scoring"),
+        )
+        if scores.failure is not None:
+            raise RuntimeError(f"{plan.trajectory_id}: {scores.failure}")
+        # the baselines never reach the replay: no restore
+        figures.update(own=scores.execution_seconds, runs=scores.executions, restores=scores.restores)
+
+    def take_turns(name: str, body: Callable[[], None]) -> None:
+        turns.begin(name)
+        try:
+            body()
+        except BaseException as exc:  # raised again in the calling thread, once both sides have ended
+            failures.append(exc)
+        finally:
+            turns.end(name)
+
+    threads = [threading.Thread(target=take_turns, args=pair) for pair in (("replay", replay), ("scoring", scoring))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return turns.turns, figures
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -197,9 +316,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         if shard is not None:
             plans = select_shard(plans, shard)
         for repetition in range(repetitions):
-            pairs = _interleaved(plans, recorded, options, repetition)
+            pairs = _side_by_side(plans, recorded, options, repetition)
             replay.append(pairs["replay"])
-            side.append(1000 * (pairs["scoring"] - pairs["replay"] - pairs["own"]) / pairs["runs"])
+            side.append(1000 * (pairs["excess"] - pairs["own"]) / pairs["runs"])
             floors: list[tuple[float, int]] = []
             probing: list[float] = []
             started = time.perf_counter()
@@ -217,8 +336,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             within.append(1000 * (report.fork_seconds - sum(probing) - report.execution_seconds) / runs)
             floor.append(sum(ms * codes for ms, codes in floors) / sum(codes for _, codes in floors))
             print(
-                f"bench_exec: repetition {repetition + 1}: exec-score {scoring[-1]:.1f} s; per trajectory, replay"
-                f" {pairs['replay']:.1f} s, scoring {pairs['scoring']:.1f} s, predictions {pairs['own']:.1f} s"
+                f"bench_exec: repetition {repetition + 1}: exec-score {scoring[-1]:.1f} s; turns, replay"
+                f" {pairs['replay']:.1f} s, scoring {pairs['scoring']:.1f} s in lockstep, predictions {pairs['own']:.1f} s"
                 f" ({runs} runs, {report.steps_replayed} steps); overhead side by side {side[-1]:.1f} ms,"
                 f" within the run {within[-1]:.1f} ms per run; bare fork {floor[-1]:.1f} ms;"
                 f" replays restored {pairs['restores']:.0f}",
@@ -241,7 +360,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             "measure": "exec-score overhead per prediction run (fork, copy, capture, snapshot, compare)",
             "target": f"<= {TARGET_OVERHEAD_MS:g} ms",
             "value": (
-                f"{overhead_ms:.1f} ms side by side (per trajectory, interleaved with its replay);"
+                f"{overhead_ms:.1f} ms side by side (each trajectory in lockstep with its replay);"
                 f" {within_ms:.1f} ms within the scoring run"
             ),
             "passed": max(overhead_ms, within_ms) <= TARGET_OVERHEAD_MS,

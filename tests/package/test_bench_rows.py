@@ -1,8 +1,12 @@
 """Benchmark rows: one without a target is informational (run_all fails only target rows left without one); the
-build's linearity row holds CPU time to its target and fails where it has no ratio to take."""
+build's linearity row holds CPU time to its target and fails where it has no ratio to take; the exec bench's two
+sides take turns a step each, are timed on their own turns alone, and a cell one side ran slowly does not outweigh
+the forks."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from repository import bench_module
@@ -38,3 +42,56 @@ def test_build_linearity_is_guarded_on_cpu_time_and_fails_without_a_ratio() -> N
     assert superlinear["passed"] is False and "12.0x CPU" in superlinear["value"], superlinear
     no_ratio = linearity(measured(7.0, 2.9, 0), measured(30.0, 15.0, 0))
     assert no_ratio["passed"] is False and no_ratio["value"].startswith("not measured"), no_ratio
+
+
+def test_exec_sides_alternate_a_step_each_and_count_only_their_own_turns() -> None:
+    lockstep = bench_module("bench_exec")._Lockstep
+    turns, order = lockstep(("scoring", "replay")), []
+    pause = {"scoring": 0.002, "replay": 0.02}
+
+    def side(name: str, steps: int) -> None:
+        turns.begin(name)
+        for _ in range(steps):
+            order.append(name)
+            time.sleep(pause[name])
+            turns.step(name)
+        turns.end(name)
+
+    # the scoring side ends first: the replay runs its last steps alone, without waiting for a turn never given
+    threads = [threading.Thread(target=side, args=pair) for pair in (("replay", 5), ("scoring", 3))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+    assert order == ["scoring", "replay"] * 3 + ["replay"] * 2, order
+    # each side's own sleeps, not the other's: the scoring's 3 x 2 ms would read past 60 ms if it counted the waits
+    seconds = {side: sum(times) for side, times in turns.turns.items()}
+    assert 0.006 <= seconds["scoring"] < 0.05, turns.turns
+    assert 0.1 <= seconds["replay"] < 0.3, turns.turns
+    # a turn a step, and the end of each side its own last turn
+    assert [len(times) for times in turns.turns.values()] == [4, 6]
+
+
+def test_exec_excess_counts_forked_steps_whole_and_a_shared_shift_but_not_one_slow_cell() -> None:
+    excess = bench_module("bench_exec")._excess
+    replay = [0.5] + [0.1] * 40 + [0.05]  # the kernel's start with the first cell, 40 cells, its end
+    forked = {10, 20}
+    scoring = list(replay)
+    for step in forked:
+        scoring[step] += 0.03  # the forked runs
+    assert abs(excess(scoring, replay, forked) - 0.06) < 1e-9
+    # one cell the machine ran 0.8 s slower on the scoring's side, another 0.5 s slower on the replay's
+    noisy = list(scoring)
+    noisy[5] += 0.8
+    replay_noisy = list(replay)
+    replay_noisy[30] += 0.5
+    assert abs(excess(noisy, replay_noisy, forked) - 0.06) < 1e-9
+    # every cell 2 ms slower after the forks (the faults they leave): counted, 38 cells of them
+    shifted = [time + (0.002 if 0 < step < 41 and step not in forked else 0.0) for step, time in enumerate(scoring)]
+    assert abs(excess(shifted, replay, forked) - (0.06 + 38 * 0.002)) < 1e-9
+    # the two steps right after the forks, 40 ms slower each: kept apart from the rest, not trimmed away
+    after = [time + (0.04 if step in (11, 21) else 0.0) for step, time in enumerate(scoring)]
+    assert abs(excess(after, replay, forked) - 0.14) < 1e-9
+    # the kernels' starts count whole
+    assert abs(excess([0.9, *scoring[1:]], replay, forked) - 0.46) < 1e-9
