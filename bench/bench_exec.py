@@ -22,8 +22,9 @@ measured in the same run, measured two ways: side by
 side, (scoring - replay - predictions) / runs, where each trajectory's replay
 and its scoring (``score_trajectory``, what exec-score runs per trajectory)
 run in lockstep: two kernels, one step of one side, then the same step of the
-other, each side's time the sum of its turns (its kernel's start, its cells, its
-forked runs), which side goes first alternating by trajectory. This machine's
+other, their turns paired step by step (``_excess``: the kernels' starts and
+ends and the forked steps whole, the steps without predictions by a trimmed mean
+of their differences), which side goes first alternating by trajectory. This machine's
 CPU speed drifts by up to 2x over tens of seconds (one import took 0.63 to 1.36 s
 of CPU time in the same kernel), so whole runs of a minute compared one after
 the other differ by more than the overhead; turns a step apart see the same
