@@ -183,6 +183,22 @@ def test_every_output_arrives_though_the_kernel_replies_without_waiting(kernel: 
         ]
 
 
+def test_stdout_and_stderr_arrive_in_the_order_the_cell_wrote_them(kernel: Recorder) -> None:
+    # ipykernel sends a stream's text from a timer 0.2 s after a write; the timer of stderr's first write, flushed at
+    # once, still fires at 0.2 s and sent "b" while "a", written before it, waited for stdout's timer at 0.3 s
+    code = (
+        "import sys, time\nsys.stderr.write('x')\nsys.stderr.flush()\ntime.sleep(0.1)\n"
+        "print('a', end='')\nsys.stderr.write('b')\ntime.sleep(0.3)\nprint('c', end='')"
+    )
+    step = kernel.run_cell(code, "in-order")
+    assert [(o["name"], o["text"]) for o in step.outputs] == [
+        ("stderr", "x"),
+        ("stdout", "a"),
+        ("stderr", "b"),
+        ("stdout", "c"),
+    ]
+
+
 def test_a_silent_request_ends_at_its_reply_and_the_next_cell_waits_for_its_own_idle(kernel: Recorder) -> None:
     # A silent request's outputs belong to no step: it ends at its reply, and what the kernel does after it (its
     # flushes and idle status, here made to take 1.5 s once) overlaps the host's next work instead of adding to it
