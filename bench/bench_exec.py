@@ -26,7 +26,7 @@ other, their turns paired step by step (``_excess``: the kernels' starts and
 ends and the forked steps whole, the steps without predictions by a trimmed mean
 of their differences), which side goes first alternating by trajectory. This machine's
 CPU speed drifts by up to 2x over tens of seconds (one import took 0.63 to 1.36 s
-of CPU time in the same kernel), so whole runs of a minute compared one after
+of CPU time in fresh kernels of one kind), so whole runs of a minute compared one after
 the other differ by more than the overhead; turns a step apart see the same
 speed. And within the scoring run, (wall time
 of the prediction requests - the predictions' own time) / runs, which load
@@ -231,7 +231,7 @@ def _side_by_side(plans: list[Any], recorded: dict[str, Any], options: Any, repe
     of the steps with predictions count whole. The steps with none, the step after each such step apart from the
     rest, count as their number times their trimmed mean difference (``_trimmed_mean``): a shift most of them
     share (the faults a fork leaves the replay) counts, and a cell that one side ran at the machine's slower speed
-    (an import took 0.63 to 1.36 s of CPU in one kernel) does not outweigh the forks.
+    (an import took 0.63 to 1.36 s of CPU in fresh kernels of one kind) does not outweigh the forks.
     """
     totals = {"replay": 0.0, "scoring": 0.0, "excess": 0.0, "own": 0.0, "runs": 0.0, "restores": 0.0}
     for index, plan in enumerate(plans):
