@@ -5,14 +5,16 @@ asv's ``continuous BASE HEAD`` idea in the bench runner: the base commit
 and each guarded figure is measured alternately in it and in the working tree
 (``--head PATH`` measures another tree in its place), with the same interpreter,
 the same inputs and the repetitions interleaved (base first, then head first), so
-a change of the machine's load hits both alike. Each figure is the least of its
-repetitions, as ``timeit`` advises: the machine's other work only adds time, so the least is the run it
-disturbed least (under a load of 4, the medians of three builds of two trees with the same build code
-differed by 1.15x). A figure past ``--max-slowdown`` (1.2) times the base's is measured again, as many
+a change of the machine's load hits both alike. Each figure is judged by the median, over the repetitions, of
+the head's value over the base's taken next to it: this machine's speed drifts by up to 2x over tens of seconds
+(docs/performance.md, twelfth stop), and the least of each tree's values compared the fastest stretch each tree
+happened to get (a fresh-clone CI run read the fork figure at 1.32x in both rounds, the base's least 12.4 ms
+against the head's 16.4; the same two trees read 1.00x straight after). A figure past ``--max-slowdown`` (1.2)
+times the base's is measured again, as many
 interleaved repetitions more of its probe in both trees (``--confirm`` rounds, default 1), and judged on all of
 them: a slowdown of the code stays, while a stretch of load on a shared machine that hit one tree's repetitions
 more than the other's passes (a CI run read the fork figure at 1.23x, the same two commits 0.98x on a quiet
-machine). The run fails (exit 1) when the head's is still more than ``--max-slowdown`` times the base's.
+machine). The run fails (exit 1) when that median is still more than ``--max-slowdown``.
 
 Guarded figures (``NAME`` arguments choose among them):
 
@@ -45,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -156,7 +159,6 @@ def _probe_describe() -> dict[str, float]:
 def _probe_fork() -> dict[str, float]:
     """Milliseconds per forked prediction above the prediction's own run time (see the module's ``fork``)."""
     import shutil
-    import statistics
 
     from themisto.kernel.forking import ForkingSession
     from themisto.recording.options import RecordOptions
@@ -184,7 +186,6 @@ def _probe_fork() -> dict[str, float]:
 
 def _probe_setup() -> dict[str, float]:
     """Milliseconds to set up a kernel just restarted for exec-score (see the module's ``setup``)."""
-    import statistics
 
     from themisto.kernel.forking import ForkingSession
     from themisto.recording.options import RecordOptions
@@ -248,11 +249,12 @@ def _base_tree(base: str, folder: Path) -> Path:
 
 
 def compare(base: dict[str, list[float]], head: dict[str, list[float]], max_slowdown: float) -> list[dict[str, object]]:
-    """One row per figure: the least of each tree's values, head / base, and whether it is within ``max_slowdown``."""
+    """One row per figure: the median of each tree's values, the median of the head's value over the base's of the
+    same repetition, and whether that is within ``max_slowdown``."""
     rows: list[dict[str, object]] = []
     for figure, values in head.items():
-        before, after = min(base[figure]), min(values)
-        ratio = after / before
+        before, after = statistics.median(base[figure]), statistics.median(values)
+        ratio = statistics.median(now / then for then, now in zip(base[figure], values, strict=True))
         rows.append(
             {
                 "figure": figure,
