@@ -33,8 +33,8 @@ def _rows(output: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_working_tree_against_its_own_commit_passes() -> None:
-    # unchanged where the checkout is clean, as in CI: the same code measured twice, interleaved. Each figure is
-    # the least of its repetitions: with 3, one tree's least CPU time of a 300-step build read 1.28x the other's
+    # unchanged where the checkout is clean, as in CI: the same code measured twice, interleaved. When each figure
+    # was the least of its repetitions, with 3, one tree's least CPU time of a 300-step build read 1.28x the other's
     # on a quiet machine (then 1.12x and 0.99x), the fixed cost of the imports moving by that much between runs
     done = _regression("--repeat", "5")
     assert done.returncode == 0, done.stdout + done.stderr
