@@ -141,9 +141,7 @@ class SilentFlush:
         content = self.kernel.get_parent("shell").get("content")
         if not isinstance(content, dict) or content.get("silent") is not True:
             return False
-        return not (
-            getattr(self.stream, "_flush_pending", True) or getattr(self.stream, "_subprocess_flush_pending", True)
-        )
+        return not _unsent(self.stream)
 
 
 class InOrder:
@@ -160,6 +158,12 @@ class InOrder:
         self.other = other
 
     def __call__(self, text: str) -> Any:
-        if getattr(self.other, "_flush_pending", False):
+        if _unsent(self.other):
             self.other.flush()
         return self.__wrapped__(text)
+
+
+def _unsent(stream: Any) -> bool:
+    """Whether ipykernel's ``stream`` may hold text it has not sent (a write since its last flush, in this process
+    or a forked one); True where it keeps no such flag."""
+    return bool(getattr(stream, "_flush_pending", True) or getattr(stream, "_subprocess_flush_pending", True))
