@@ -680,9 +680,9 @@ def test_a_slow_copy_counts_against_no_cell_and_no_cell_writes_into_a_later_chil
 
 # A replay cell that notes when the kernel has forked a child and when it lets one run its cell: Child's constructor
 # and start wrapped, in the state every child forks from.
-NOTE_FORKS = """import sys as _sys, time as _time
+NOTE_FORKS = """import os as _os, sys as _sys, time as _time
 _fork = _sys.modules["_themisto_fork"]
-_events = []
+_events, _kernel = [], _os.getpid()
 def _noted(name, method):
     def noted(self, *args, **kwargs):
         method(self, *args, **kwargs)
@@ -690,6 +690,24 @@ def _noted(name, method):
     return noted
 _fork.Child.__init__ = _noted("forked", _fork.Child.__init__)
 _fork.Child.start = _noted("started", _fork.Child.start)"""
+# What makes the first child ready before the kernel looks (the kernel's copy of its folder slowed: the kernel then
+# lets it run and forks the second meanwhile), or after (a confined child's seccomp step slowed: the kernel forks the
+# second while it waits), added to NOTE_FORKS.
+FIRST_READY = {
+    "soon": """
+_copy_first = _fork.Child.copy
+def _slow_copy_first(self, root):
+    _time.sleep(1)
+    _copy_first(self, root)
+_fork.Child.copy = _slow_copy_first""",
+    "late": """
+_seccomp = _fork._BOUND["seccomp"]
+def _slow_seccomp(*args, **kwargs):
+    if _os.getpid() != _kernel:
+        _time.sleep(0.5)
+    _seccomp(*args, **kwargs)
+_fork._BOUND["seccomp"] = _slow_seccomp""",
+}
 # The first of two cells: it waits while the kernel may fork the second, then looks for the second's code through
 # the kernel's file descriptors (the kernel holds the code files until its last fork, and the cell may list their
 # numbers through /proc, Landlock or not), as E1 of
@@ -714,26 +732,26 @@ print(started, ','.join(sorted(refused)) or 'none', *(any(needle in text for tex
 )
 
 
-@pytest.mark.parametrize("sandbox", [True, False])
-def test_the_first_cell_runs_while_the_kernel_forks_the_others_only_where_it_is_confined(
-    tmp_path: Path, sandbox: bool
+@pytest.mark.parametrize(("sandbox", "first_ready"), [(True, "soon"), (True, "late"), (False, "soon")])
+def test_the_kernel_forks_the_others_while_the_first_gets_ready_or_runs_only_where_it_is_confined(
+    tmp_path: Path, sandbox: bool, first_ready: str
 ) -> None:
     if sandbox and landlock.abi_version() < FORK_ABI:
         pytest.skip("this machine's Landlock cannot confine a prediction")
     with _forking_session(tmp_path, RecordOptions(timeout=60, sandbox=sandbox)) as session:
-        session.run_cell(NOTE_FORKS, "c")
+        session.run_cell(NOTE_FORKS + FIRST_READY[first_ready], "c")
         (tmp_path / "work" / "decoy.txt").write_text("the-decoy")
         session.run_cell("held = open('decoy.txt')", "h")
         results = session.fork_run([SEEK_THE_NEXT_CELL, "secret = 'the-secret-cell'"])
         events = json.loads(session.run_cell("print(__import__('json').dumps(_events))", "d").output)
     assert results is not None and [result.status for result in results] == ["ok", "ok"], results
     started, refused, code, decoy = _text(results[0]).split()
-    # confined, the second child is forked once the first may run its cell, and before that cell looks: the kernel
-    # holds the second's code file meanwhile, which Landlock keeps the first from reaching (no ptrace access, so no
-    # link of /proc/PID/fd of the kernel's is followed); unconfined, every child is forked, and the code files
-    # closed, before the first cell may run
+    # confined, the second child is forked while the first is not ready yet, or else once the first may run its
+    # cell, and before that cell looks: the kernel then holds the second's code file, which Landlock keeps the first
+    # from reaching (no ptrace access, so no link of /proc/PID/fd of the kernel's is followed); unconfined, every
+    # child is forked, and the code files closed, before the first cell may run
     order = [name for name, _ in events]
-    if sandbox:
+    if sandbox and first_ready == "soon":
         assert order == ["forked", "started", "forked", "started"]
         assert events[2][1] < float(started) + 0.5
     else:

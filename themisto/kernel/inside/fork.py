@@ -70,7 +70,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    which would otherwise live until the namespace's init ran again). Every
    child of the request is forked before the first result comes back (so no child is a copy of a kernel
    that holds another child's result, the reference's among them): where they are
-   confined, the first alone and the others while its cell runs; cells run one
+   confined, the first alone and the others while it gets ready or, those left when
+   it is ready, while its cell runs; cells run one
    at a time (a confined child may still be copying the kernel's folder while
    an earlier one runs, since a confined cell writes only its own folder; an
    unconfined request forks every child, and waits until each is ready, before
@@ -921,6 +922,12 @@ class Child:
         if self.confined:
             self.namespace = _pid_namespace(runner)
 
+    def answered(self) -> bool:
+        """Whether the child's first frame, or its end, waits to be read (no wait here), or has been read."""
+        if self.fault is not None or self._ready or self._read < 0:
+            return True
+        return bool(select.select([self._read], [], [], 0)[0])
+
     def pipes(self) -> list[int]:
         """The kernel's ends of this child's pipes (none once it has been killed, or for a fault)."""
         if self.fault is not None or self._read < 0:
@@ -1125,8 +1132,8 @@ def run(request: ForkRequest) -> Any:
     opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
     Every child is forked before the first result comes back, so no child's memory holds the result of another
-    (the reference's, first, among them); confined, the first child alone before its cell runs and the others
-    meanwhile. Each gets ready (its folder copied), and the cells run one at a time.
+    (the reference's, first, among them); confined, the first child alone, and the others while it gets ready or
+    its cell runs. Each gets ready (its folder copied), and the cells run one at a time.
     Killed children are reaped at the end (or at the next request, those still exiting) and their folders deleted
     at the next request, so their exits (unmapping a copy of a large kernel) and the deletions overlap the next cells
     and the next child's readiness.
@@ -1143,27 +1150,29 @@ def run(request: ForkRequest) -> Any:
     children: list[Child] = []
     results = []
 
-    def fork_the_rest() -> None:
-        """Fork a child for every cell not forked yet, then close the code files: the kernel keeps no way to them."""
-        while len(children) < len(code_fds):
+    def fork_while(going: Callable[[], bool]) -> None:
+        """Fork a child for each cell not forked yet, one after another while ``going()``; once every cell has its
+        child, close the code files: the kernel keeps no way to them."""
+        while len(children) < len(code_fds) and going():
             earlier = [fd for child in children for fd in child.pipes()]
             children.append(Child(len(children), code_fds, request, earlier))
-        for index, descriptor in enumerate(code_fds):
-            if descriptor >= 0:
-                os.close(descriptor)
-                code_fds[index] = -1
+        if len(children) == len(code_fds):
+            for index, descriptor in enumerate(code_fds):
+                if descriptor >= 0:
+                    os.close(descriptor)
+                    code_fds[index] = -1
 
     try:
         # Every child is forked before any result comes back: none is a copy of a kernel that holds another's
-        # result. Confined, the first child is forked alone, and the others while its cell runs (the fork of a
-        # large kernel takes milliseconds, which a cell leaves the kernel idle for): a confined cell reaches
-        # neither the kernel's memory nor its file descriptors (the other cells' code files among them), nor the
-        # other children. An unconfined cell may, and may write the kernel's working folder: every child is forked,
+        # result. Confined, the first child is forked alone, and the others while it gets ready or its cell runs
+        # (the fork of a large kernel takes milliseconds, which both leave the kernel idle for): a confined cell
+        # reaches neither the kernel's memory nor its file descriptors (the other cells' code files among them),
+        # nor the other children. An unconfined cell may, and may write the kernel's working folder: every child is forked,
         # and has copied that folder, before one runs.
         if code_fds:
             children.append(Child(0, code_fds, request))
         if not request.confine:
-            fork_the_rest()
+            fork_while(lambda: True)
         # while the children get ready, the kernel copies the folder of the one that does not copy it itself, then
         # removes the last request's children, which ended while the scorer compared their results and ran the
         # replay's cell
@@ -1172,13 +1181,17 @@ def run(request: ForkRequest) -> Any:
                 child.copy(request.root)
         while _DYING:
             _DYING.pop().remove()
+        # confined, the kernel forks the next children while the first still gets ready (it would wait idle, and
+        # a short first cell would leave their forks in the way of the answer), one at a time: a child that is
+        # ready waits for at most the one fork under way
+        fork_while(lambda: not children[0].answered())
         if not request.confine:
             for child in children:
                 child.ready()
         for index in range(len(code_fds)):
             children[index].start()
             if index == 0:
-                fork_the_rest()
+                fork_while(lambda: True)
             results.append(children[index].collect())
     finally:
         for descriptor in code_fds:
