@@ -1167,8 +1167,8 @@ def run(request: ForkRequest) -> Any:
         # result. Confined, the first child is forked alone, and the others while it gets ready or its cell runs
         # (the fork of a large kernel takes milliseconds, which both leave the kernel idle for): a confined cell
         # reaches neither the kernel's memory nor its file descriptors (the other cells' code files among them),
-        # nor the other children. An unconfined cell may, and may write the kernel's working folder: every child is forked,
-        # and has copied that folder, before one runs.
+        # nor the other children. An unconfined cell may, and may write the kernel's working folder: every child is
+        # forked, and has copied that folder, before one runs.
         if code_fds:
             children.append(Child(0, code_fds, request))
         if not request.confine:
