@@ -76,22 +76,23 @@ def _phases(request: dict[str, Any]) -> dict[str, float]:
     for spans in steps.values():
         spans.sort()
     asked, run = steps["kernel: user_expressions"][-1], steps["kernel: fork.run"][-1]
-    forks, starts, collects = (steps[f"kernel: Child.{name}"] for name in ("__init__", "start", "collect"))
-    # a child's go: the end of the last readiness check within its start, which writes the go at once. Not the end
-    # of start itself: the child the go wakes may take the kernel's CPU before start returns, while its cell runs.
-    goes = [
-        max(ended for began, ended in steps["kernel: Child.ready"] if start[0] <= began and ended <= start[1])
-        for start in starts
+    forks, starts, collects, goes_sent = (
+        steps[f"kernel: Child.{name}"] for name in ("__init__", "start", "collect", "go")
+    )
+    # a child's go: where the go that sent it began. The first child's is the first go (confined, sent once its
+    # folder is copied, before it is ready; else within its start); a later child's, the one within its start (the
+    # child it wakes may take the kernel's CPU before the go returns)
+    goes = [goes_sent[0][0]] + [
+        min(began for began, _ in goes_sent if start[0] <= began <= start[1]) for start in starts[1:]
     ]
     own = request["own"]
     later = range(1, len(own))
     phases = {
         "the request, to the kernel's fork.run": run[0] - request["sent"],
         "the first fork": forks[0][1] - forks[0][0],
-        "the first child's folder and readiness, to its go": goes[0] - forks[0][1],
-        "the first cell's request beyond the cell (later forks, reaps, outcome, snapshot, kill)": collects[0][1]
-        - goes[0]
-        - own[0],
+        "the first child's folder, to its go": goes[0] - forks[0][1],
+        "the first cell's request beyond the cell (its readiness where it had its go before, later forks, reaps,"
+        " outcome, snapshot, kill)": collects[0][1] - goes[0] - own[0],
     }
     if later:
         phases["a later child's readiness, after the cell before it"] = sum(

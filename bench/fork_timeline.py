@@ -56,7 +56,7 @@ _fork.TIMED = _timed  # for the wrappers exec_timeline.py adds
 _fork.run = _timed("kernel: fork.run", _fork.run)
 _fork._isolate = _timed("child: _isolate", _fork._isolate)
 _fork.copy_tree = _timed("child: copy_tree", _fork.copy_tree)
-for _name in ("__init__", "ready", "start", "collect", "reap"):
+for _name in ("__init__", "ready", "go", "start", "collect", "reap"):
     setattr(_fork.Child, _name, _timed("kernel: Child." + _name, getattr(_fork.Child, _name)))
 for _name in ("namespaces", "confine", "seccomp", "contain"):
     _fork._BOUND[_name] = _timed("child: " + _name, _fork._BOUND[_name])

@@ -689,10 +689,15 @@ def _noted(name, method):
         _events.append((name, _time.monotonic()))
     return noted
 _fork.Child.__init__ = _noted("forked", _fork.Child.__init__)
-_fork.Child.start = _noted("started", _fork.Child.start)"""
-# What makes the first child ready before the kernel looks (the kernel's copy of its folder slowed: the kernel then
-# lets it run and forks the second meanwhile), or after (a confined child's seccomp step slowed: the kernel forks the
-# second while it waits), added to NOTE_FORKS.
+_go = _fork.Child.go
+def _noted_go(self):
+    going = self._going
+    _go(self)
+    if self._going and not going:  # the go sent, by go itself or by start
+        _events.append(("go", _time.monotonic()))
+_fork.Child.go = _noted_go"""
+# What makes the first child ready before its go (the kernel's copy of its folder slowed), or after it (a confined
+# child's seccomp step slowed), added to NOTE_FORKS.
 FIRST_READY = {
     "soon": """
 _copy_first = _fork.Child.copy
@@ -733,7 +738,7 @@ print(started, ','.join(sorted(refused)) or 'none', *(any(needle in text for tex
 
 
 @pytest.mark.parametrize(("sandbox", "first_ready"), [(True, "soon"), (True, "late"), (False, "soon")])
-def test_the_kernel_forks_the_others_while_the_first_gets_ready_or_runs_only_where_it_is_confined(
+def test_confined_the_first_child_has_its_go_before_the_other_forks_ready_or_not(
     tmp_path: Path, sandbox: bool, first_ready: str
 ) -> None:
     if sandbox and landlock.abi_version() < FORK_ABI:
@@ -746,19 +751,87 @@ def test_the_kernel_forks_the_others_while_the_first_gets_ready_or_runs_only_whe
         events = json.loads(session.run_cell("print(__import__('json').dumps(_events))", "d").output)
     assert results is not None and [result.status for result in results] == ["ok", "ok"], results
     started, refused, code, decoy = _text(results[0]).split()
-    # confined, the second child is forked while the first is not ready yet, or else once the first may run its
-    # cell, and before that cell looks: the kernel then holds the second's code file, which Landlock keeps the first
-    # from reaching (no ptrace access, so no link of /proc/PID/fd of the kernel's is followed); unconfined, every
-    # child is forked, and the code files closed, before the first cell may run
+    # confined, the first child has its go once its folder is copied, ready or not, and the second is forked after
+    # that go, while the first cell may run: the kernel then holds the second's code file, which Landlock keeps the
+    # first from reaching (no ptrace access, so no link of /proc/PID/fd of the kernel's is followed); unconfined,
+    # every child is forked, and the code files closed, before the first cell may run
     order = [name for name, _ in events]
-    if sandbox and first_ready == "soon":
-        assert order == ["forked", "started", "forked", "started"]
-        assert events[2][1] < float(started) + 0.5
+    if sandbox:
+        assert order == ["forked", "go", "forked", "go"]
+        (_, first_fork), (_, first_go), (_, second_fork) = events[:3]
+        if first_ready == "late":  # the go came before the child was ready, the second fork before its cell
+            assert first_go < float(started) - 0.3 and second_fork < float(started)
+        else:  # a child ready before its go runs its cell at once, while the kernel forks the second
+            assert first_go > first_fork + 1 and float(started) < first_go + 0.3 and second_fork < float(started) + 0.5
     else:
-        assert order == ["forked", "forked", "started", "started"]
+        assert order == ["forked", "forked", "go", "go"]
     # the search finds what the kernel holds where it may look (the decoy), and the code file never; confined, it
     # lists the kernel's descriptors but may follow none
     assert (refused, code, decoy) == (("PermissionError", "False", "False") if sandbox else ("none", "False", "True"))
+
+
+# The kernel's fork of the second child, held up (the first child, let go, gets ready and may run its cell meanwhile);
+# "interrupted": the fork request then ends as an interrupt would end it, before the second fork.
+SECOND_FORK_HELD = """import os as _os, sys as _sys, time as _time
+_fork = _sys.modules["_themisto_fork"]
+_init, _kernel = _fork.Child.__init__, _os.getpid()
+def _held(self, index, *args, **kwargs):
+    if index == 1 and _os.getpid() == _kernel:
+        _time.sleep(1)
+        if {interrupted}:
+            raise KeyboardInterrupt
+    _init(self, index, *args, **kwargs)
+_fork.Child.__init__ = _held"""
+
+
+@pytest.mark.skipif(landlock.abi_version() < FORK_ABI, reason="a confined child needs Landlock ABI 6")
+def test_a_first_child_that_answers_before_the_kernel_reads_it_ready_keeps_its_outcome(tmp_path: Path) -> None:
+    # the first cell runs while the kernel forks the second: its outcome is in the pipe behind its ready frame when
+    # the kernel reads that frame, and read with it (before, the rest of that read was dropped: a timeout)
+    with _forking_session(tmp_path, RecordOptions(timeout=5)) as session:
+        session.run_cell(SECOND_FORK_HELD.format(interrupted=False), "c")
+        results = session.fork_run(["print('first')\n1 + 1", "2 + 2"])
+    assert results is not None and [(result.status, _text(result)) for result in results] == [
+        ("ok", "first\n2"),
+        ("ok", "4"),
+    ]
+    assert all(result.snapshot is not None for result in results)
+
+
+# A first cell that starts a process in a session of its own, then leaves its process group too (a session of its
+# own) and goes on writing the time to a file.
+LEAVES_ITS_GROUP = """import os, subprocess, time
+subprocess.Popen(['sleep', {mark!r}], start_new_session=True)
+os.setsid()
+until = time.monotonic() + 20
+while time.monotonic() < until:
+    with open('alive.tmp', 'w') as file:
+        file.write(str(time.monotonic()))
+    os.replace('alive.tmp', 'alive.txt')
+    time.sleep(0.02)"""
+
+
+@pytest.mark.skipif(landlock.abi_version() < FORK_ABI, reason="a confined child needs Landlock ABI 6")
+def test_a_first_child_let_go_before_it_was_read_ready_dies_with_an_interrupted_request(tmp_path: Path) -> None:
+    # the request ends (an interrupt) while the first cell runs in a session of its own, its ready frame not read
+    # yet: the kill reads it, so that every process of its PID namespace is killed before the answer, as after a
+    # cell collected (the init's end, with the child's process group, would kill them too, but only once the init
+    # has run again: on a quiet machine mostly before the answer reaches the host, so this passes without it too)
+    mark = "4700.5"
+    with _forking_session(tmp_path) as session:
+        session.run_cell(SECOND_FORK_HELD.format(interrupted=True), "c")
+        results = session.fork_run([LEAVES_ITS_GROUP.format(mark=mark), "2 + 2"])
+        assert results is not None and {result.status for result in results} == {"fault"}
+        left = processes_named(mark)
+        assert all(_runs_no_more(process.pid) for process in left), left
+        [alive] = (tmp_path / "scratch").glob("p-*/work/alive.txt")
+        time.sleep(0.3)
+        last = alive.read_text()
+        time.sleep(0.3)
+        assert alive.read_text() == last
+        session.run_cell("_fork.Child.__init__ = _init", "d")
+        again = session.fork_run(["1 + 1"])
+    assert again is not None and _text(again[0]) == "2"
 
 
 def test_a_child_not_ready_in_time_is_a_fault_and_the_next_request_runs(tmp_path: Path) -> None:

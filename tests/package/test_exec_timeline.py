@@ -10,7 +10,7 @@ from repository import run_profile
 PHASES = (
     "the request, to the kernel's fork.run",
     "the first fork",
-    "the first child's folder and readiness, to its go",
+    "the first child's folder, to its go",
     "a later cell's request beyond the cell",
     "the check's snapshot and ipykernel's reply",
     "the answer to the host, and the host's checks",

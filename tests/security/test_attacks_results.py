@@ -232,7 +232,7 @@ def test_a_frame_past_its_bound_is_refused_without_being_held(monkeypatch: pytes
     writer = threading.Thread(target=flood)
     writer.start()
     try:
-        frames = fork._frames(read, [time.monotonic() + 60], [limit], fork.FdOutput(output_read, 10))
+        frames = fork._frames(read, [time.monotonic() + 60], [limit], fork.FdOutput(output_read, 10), bytearray())
         with pytest.raises(fork.Oversized):
             next(frames)
     finally:

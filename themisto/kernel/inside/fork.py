@@ -634,7 +634,9 @@ class FdOutput:
             self.descriptor = -1
 
 
-def _frames(read: int, deadlines: list[float], limits: list[int], output: FdOutput) -> Iterator[str | None]:
+def _frames(
+    read: int, deadlines: list[float], limits: list[int], output: FdOutput, buffer: bytearray
+) -> Iterator[str | None]:
     """The child's frames as they arrive, one per deadline; None when the frame waited for is late.
 
     ``deadlines[0]`` is a time; each later entry is a duration counted from the
@@ -642,11 +644,26 @@ def _frames(read: int, deadlines: list[float], limits: list[int], output: FdOutp
     raises :class:`Oversized`. Meanwhile the child's ``output`` is read. Reading
     stops at the last frame: the end of the pipe comes only once the child's
     memory has been unmapped, which is slow for a large kernel and need not be
-    waited for.
+    waited for. ``buffer`` holds what was read past the last frame taken: it starts the next call (a child let go
+    before it was read ready may have written its outcome behind its ready frame).
     """
-    buffer = bytearray()
     position = 0
+    searched = 0  # where a newline may be in buffer
     while position < len(deadlines):
+        if (end := buffer.find(b"\n", searched)) >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            searched = 0
+            if len(line) > limits[position]:
+                raise Oversized(f"a frame of the child's past {limits[position]} bytes")
+            position += 1
+            if position < len(deadlines):  # the next frame's time starts when this one has come
+                deadlines[position] = time.monotonic() + deadlines[position]
+            yield line.decode("utf-8", "replace")
+            continue
+        searched = len(buffer)
+        if position < len(deadlines) and len(buffer) > limits[position]:
+            raise Oversized(f"a frame of the child's past {limits[position]} bytes")
         remaining = deadlines[position] - time.monotonic()
         if remaining <= 0:
             yield None
@@ -660,20 +677,7 @@ def _frames(read: int, deadlines: list[float], limits: list[int], output: FdOutp
         chunk = os.read(read, _READ_CHUNK)
         if not chunk:
             return
-        searched = len(buffer)
         buffer += chunk
-        while position < len(deadlines) and (end := buffer.find(b"\n", searched)) >= 0:
-            line = bytes(buffer[:end])
-            del buffer[: end + 1]
-            searched = 0
-            if len(line) > limits[position]:
-                raise Oversized(f"a frame of the child's past {limits[position]} bytes")
-            position += 1
-            if position < len(deadlines):  # the next frame's time starts when this one has come
-                deadlines[position] = time.monotonic() + deadlines[position]
-            yield line.decode("utf-8", "replace")
-        if position < len(deadlines) and len(buffer) > limits[position]:
-            raise Oversized(f"a frame of the child's past {limits[position]} bytes")
 
 
 def _pid_namespace(pid: int) -> int | None:
@@ -805,7 +809,8 @@ def _copy_work(root: str, directory: str) -> ChildResult | None:
 
 
 class Child:
-    """One forked child, from its fork (it then waits for :meth:`start`) to its death (:meth:`reap`).
+    """One forked child, from its fork (it then waits for its go: :meth:`go` or :meth:`start`) to its death
+    (:meth:`reap`).
 
     ``pid`` is the forked child's, also its process group's; ``runner`` (once it is ready) that of the process
     that runs the cell: the child itself, or where it is confined, the clone it started in a PID namespace of its
@@ -828,7 +833,9 @@ class Child:
         # the PID namespace the process that runs the cell is in (its inode), once known (start)
         self.namespace: int | None = None
         self.fault: ChildResult | None = None
-        self._ready = False
+        self._looked = False  # its ready frame waited for (ready), whatever came
+        self._going = False  # its go sent: it runs its cell once ready
+        self._buffer = bytearray()  # read from its frames' pipe past the last frame taken
         # the first child's folder is the kernel's to copy, while that child gets ready (copy); each later child
         # copies its own, beside the first's readiness and cell (the kernel would copy them one after another
         # before the first cell could start)
@@ -898,10 +905,13 @@ class Child:
         not get ready; a child that is not ready within :data:`READY_SECONDS` is killed, its result a fault. A
         confined child's PID namespace is noted once it is ready, so that :meth:`kill` finds every process in it.
         """
-        if self.fault is not None or self._ready:
+        if self.fault is not None or self._looked:
             return
+        self._looked = True
         try:
-            frames = list(_frames(self._read, [time.monotonic() + READY_SECONDS], self.limits[:1], self.output))
+            frames = list(
+                _frames(self._read, [time.monotonic() + READY_SECONDS], self.limits[:1], self.output, self._buffer)
+            )
         except Oversized as exc:
             self.kill()
             self.fault = _frame("fault", "ValueError", f"malformed result from the child: {exc}")
@@ -911,7 +921,6 @@ class Child:
             self.kill()
             self.fault = _not_ready(frames, self._status(self.pid) if not frames else 0)
             return
-        self._ready = True
         self.runner = runner
         self._alive.add(runner)
         if runner != self.pid:
@@ -923,8 +932,8 @@ class Child:
             self.namespace = _pid_namespace(runner)
 
     def answered(self) -> bool:
-        """Whether the child's first frame, or its end, waits to be read (no wait here), or has been read."""
-        if self.fault is not None or self._ready or self._read < 0:
+        """Whether the child's first frame, or its end, waits to be read (no wait here), or has been waited for."""
+        if self.fault is not None or self._looked or self._read < 0:
             return True
         return bool(select.select([self._read], [], [], 0)[0])
 
@@ -935,9 +944,14 @@ class Child:
         return [self._read, self._go, self.output.descriptor]
 
     def start(self) -> None:
-        """Let the child run its cell once it is ready (:meth:`ready`); its time limit starts now."""
+        """Wait until the child is ready (:meth:`ready`), then let it run its cell, unless :meth:`go` did already."""
         self.ready()
-        if self.fault is None:
+        self.go()
+
+    def go(self) -> None:
+        """Let the child run its cell as soon as it is ready (at once if it is); its time limit starts now."""
+        if self.fault is None and not self._going:
+            self._going = True
             self._started = time.monotonic()
             self._deadline = self._started + self.timeout
             with contextlib.suppress(OSError):  # the child is gone: collect() says how
@@ -952,7 +966,11 @@ class Child:
         elapsed = 0.0
         try:
             for frame in _frames(
-                self._read, [self._deadline, min(ACK_SECONDS, self.timeout), self.timeout], self.limits, self.output
+                self._read,
+                [self._deadline, min(ACK_SECONDS, self.timeout), self.timeout],
+                self.limits,
+                self.output,
+                self._buffer,
             ):
                 if frame is None:
                     timed_out = True
@@ -984,6 +1002,10 @@ class Child:
         the kernel's answer and the scorer for several milliseconds (exec-score's overhead per prediction fell
         by 0.6 to 4.3 ms in two side-by-side runs, ``docs/performance.md``).
         """
+        if self._going and not self._looked and self._read >= 0 and self.answered():
+            # a child let go before it was read ready may run its cell already, in a runner that left the child's
+            # process group: its ready frame, if it came, names that runner and its PID namespace for the kill
+            self.ready()
         if self.pid and self._read >= 0:
             with contextlib.suppress(OSError):  # a process of the group it may not renice, or none left
                 os.setpriority(os.PRIO_PGRP, self.pid, LOWEST_PRIORITY)
@@ -1132,8 +1154,8 @@ def run(request: ForkRequest) -> Any:
     opened and deleted before the first fork: the kernel never reads a cell, and each child reads its own.
 
     Every child is forked before the first result comes back, so no child's memory holds the result of another
-    (the reference's, first, among them); confined, the first child alone, and the others while it gets ready or
-    its cell runs. Each gets ready (its folder copied), and the cells run one at a time.
+    (the reference's, first, among them); confined, the first child alone, and the others once it has its go (it
+    runs its cell as soon as it is ready). Each gets ready (its folder copied), and the cells run one at a time.
     Killed children are reaped at the end (or at the next request, those still exiting) and their folders deleted
     at the next request, so their exits (unmapping a copy of a large kernel) and the deletions overlap the next cells
     and the next child's readiness.
@@ -1150,49 +1172,47 @@ def run(request: ForkRequest) -> Any:
     children: list[Child] = []
     results = []
 
-    def fork_while(going: Callable[[], bool]) -> None:
-        """Fork a child for each cell not forked yet, one after another while ``going()``; once every cell has its
-        child, close the code files: the kernel keeps no way to them."""
-        while len(children) < len(code_fds) and going():
+    def fork_the_rest() -> None:
+        """Fork a child for each cell not forked yet, one after another, then close the code files: the kernel keeps
+        no way to them."""
+        while len(children) < len(code_fds):
             earlier = [fd for child in children for fd in child.pipes()]
             children.append(Child(len(children), code_fds, request, earlier))
-        if len(children) == len(code_fds):
-            for index, descriptor in enumerate(code_fds):
-                if descriptor >= 0:
-                    os.close(descriptor)
-                    code_fds[index] = -1
+        for index, descriptor in enumerate(code_fds):
+            if descriptor >= 0:
+                os.close(descriptor)
+                code_fds[index] = -1
 
     try:
         # Every child is forked before any result comes back: none is a copy of a kernel that holds another's
-        # result. Confined, the first child is forked alone, and the others while it gets ready or its cell runs
-        # (the fork of a large kernel takes milliseconds, which both leave the kernel idle for): a confined cell
+        # result. Confined, the first child is forked alone, and the others while it gets ready and its cell runs
+        # (the fork of a large kernel takes milliseconds, which the first cell need not wait for): a confined cell
         # reaches neither the kernel's memory nor its file descriptors (the other cells' code files among them),
         # nor the other children. An unconfined cell may, and may write the kernel's working folder: every child is
         # forked, and has copied that folder, before one runs.
         if code_fds:
             children.append(Child(0, code_fds, request))
         if not request.confine:
-            fork_while(lambda: True)
-        # while the children get ready, the kernel copies the folder of the one that does not copy it itself, then
-        # removes the last request's children, which ended while the scorer compared their results and ran the
-        # replay's cell
+            fork_the_rest()
+        # while the children get ready, the kernel copies the folder of the one that does not copy it itself
         for child in children:
             if not child.copies_itself:
                 child.copy(request.root)
+        if request.confine and children:
+            # its folder copied, the first child runs its cell as soon as it is ready, whatever the kernel does then:
+            # a go sent only once it was ready waited for the second fork (docs/performance.md, the fourteenth stop)
+            children[0].go()
+            fork_the_rest()
+        # then the kernel removes the last request's children, which ended while the scorer compared their results
+        # and ran the replay's cell
         while _DYING:
             _DYING.pop().remove()
-        # confined, the kernel forks the next children while the first still gets ready (it would wait idle, and
-        # a short first cell would leave their forks in the way of the answer), one at a time: a child that is
-        # ready waits for at most the one fork under way
-        fork_while(lambda: not children[0].answered())
         if not request.confine:
             for child in children:
                 child.ready()
-        for index in range(len(code_fds)):
-            children[index].start()
-            if index == 0:
-                fork_while(lambda: True)
-            results.append(children[index].collect())
+        for child in children:
+            child.start()
+            results.append(child.collect())
     finally:
         for descriptor in code_fds:
             if descriptor >= 0:
