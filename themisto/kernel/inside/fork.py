@@ -662,7 +662,7 @@ def _frames(
             yield line.decode("utf-8", "replace")
             continue
         searched = len(buffer)
-        if position < len(deadlines) and len(buffer) > limits[position]:
+        if len(buffer) > limits[position]:
             raise Oversized(f"a frame of the child's past {limits[position]} bytes")
         remaining = deadlines[position] - time.monotonic()
         if remaining <= 0:
@@ -931,12 +931,6 @@ class Child:
         if self.confined:
             self.namespace = _pid_namespace(runner)
 
-    def answered(self) -> bool:
-        """Whether the child's first frame, or its end, waits to be read (no wait here), or has been waited for."""
-        if self.fault is not None or self._looked or self._read < 0:
-            return True
-        return bool(select.select([self._read], [], [], 0)[0])
-
     def pipes(self) -> list[int]:
         """The kernel's ends of this child's pipes (none once it has been killed, or for a fault)."""
         if self.fault is not None or self._read < 0:
@@ -1002,9 +996,10 @@ class Child:
         the kernel's answer and the scorer for several milliseconds (exec-score's overhead per prediction fell
         by 0.6 to 4.3 ms in two side-by-side runs, ``docs/performance.md``).
         """
-        if self._going and not self._looked and self._read >= 0 and self.answered():
+        if self._going and not self._looked and self._read >= 0 and select.select([self._read], [], [], 0)[0]:
             # a child let go before it was read ready may run its cell already, in a runner that left the child's
-            # process group: its ready frame, if it came, names that runner and its PID namespace for the kill
+            # process group: its ready frame, if it came (or its end, no wait here), names that runner and its PID
+            # namespace for the kill
             self.ready()
         if self.pid and self._read >= 0:
             with contextlib.suppress(OSError):  # a process of the group it may not renice, or none left
