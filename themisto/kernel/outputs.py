@@ -9,9 +9,11 @@ goes through :func:`normalize_output`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from themisto.kernel.inside import channels, snapshot, wire
@@ -112,6 +114,47 @@ def cap_text(text: str, max_chars: int, length: int | None = None) -> tuple[str,
     return text[:max_chars] + OUTPUT_TRUNCATION_MARKER.format(length=length), True
 
 
+# The fields of each output type, in nbformat's order, from an IOPub message's content (nbformat.v4.output_from_msg).
+_OUTPUT_FIELDS = {
+    "execute_result": ("metadata", "data", "execution_count"),
+    "stream": ("name", "text"),
+    "display_data": ("metadata", "data"),
+    "error": ("ename", "evalue", "traceback"),
+}
+
+
+def output_from_msg(kind: str, content: Mapping[str, Any]) -> dict[str, Any]:
+    """The nbformat output of an IOPub message of type ``kind`` (one of :data:`_OUTPUT_FIELDS`) with ``content``,
+    text UTF-8 cannot encode replaced (:func:`scrub`): ``nbformat.v4.output_from_msg``'s output, checked against
+    the same schema, and its errors: KeyError for a missing field, ``NotebookValidationError`` for a wrong one.
+
+    nbformat checks a single output with jsonschema (its fast validator serves whole notebooks only), which took
+    most of the host's 0.4 ms for each forked cell's result (docs/performance.md); this checks it with
+    fastjsonschema, compiled once for each type."""
+    from fastjsonschema import JsonSchemaException
+    from nbformat.validator import NotebookValidationError, ValidationError
+
+    output: dict[str, Any] = scrub({"output_type": kind, **{field: content[field] for field in _OUTPUT_FIELDS[kind]}})
+    try:
+        _output_check(kind)(output)
+    except JsonSchemaException as exc:
+        raise NotebookValidationError(ValidationError(str(exc)), ref=kind) from exc  # type: ignore[no-untyped-call]
+    return output
+
+
+@functools.cache
+def _output_check(kind: str) -> Callable[[Any], Any]:
+    """fastjsonschema's check of the output type ``kind`` by nbformat's current v4 schema."""
+    import fastjsonschema
+    import nbformat.v4
+
+    name = nbformat.v4.nbformat_schema[(nbformat.v4.nbformat, nbformat.v4.nbformat_minor)]
+    schema = json.loads((Path(nbformat.v4.__file__).parent / name).read_text(encoding="utf-8"))
+    return fastjsonschema.compile(
+        {"$schema": schema["$schema"], "definitions": schema["definitions"], "$ref": f"#/definitions/{kind}"}
+    )
+
+
 class OutputCollector(wire.StreamBudget):
     """Accumulate a cell's iopub outputs as nbformat outputs within a character budget.
 
@@ -127,8 +170,6 @@ class OutputCollector(wire.StreamBudget):
         self._clear_pending = False
 
     def add(self, msg: dict[str, Any]) -> None:
-        import nbformat
-
         kind = msg["msg_type"]
         if kind == "clear_output":
             if msg["content"].get("wait"):
@@ -141,7 +182,7 @@ class OutputCollector(wire.StreamBudget):
         if self._clear_pending:
             self.outputs.clear()
             self._clear_pending = False
-        output = scrub(dict(nbformat.v4.output_from_msg(msg)))  # type: ignore[no-untyped-call]
+        output = output_from_msg(kind, msg["content"])
         if kind == "stream":
             self._add_stream(output)
             self._count_kernel_cut(msg["content"].get(channels.DROPPED_KEY))
