@@ -4,8 +4,12 @@ logs in lm-eval's format holding chosen predictions, and ``exec_score`` replayin
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -824,7 +828,7 @@ def test_a_first_child_let_go_before_it_was_read_ready_dies_with_an_interrupted_
         assert results is not None and {result.status for result in results} == {"fault"}
         left = processes_named(mark)
         assert all(_runs_no_more(process.pid) for process in left), left
-        [alive] = (tmp_path / "scratch").glob("p-*/work/alive.txt")
+        [alive] = session.children_place(2).glob("p-*/work/alive.txt")
         time.sleep(0.3)
         last = alive.read_text()
         time.sleep(0.3)
@@ -867,7 +871,8 @@ def test_a_working_folder_that_cannot_be_copied_fails_the_cells_alone(tmp_path: 
         assert again is not None and again[0].status == "ok"
         assert _text(again[0]) == "2"
         # the failed children's folders went with them (the last request's child is removed by the next request)
-        assert len([path for path in scratch.iterdir() if path.name.startswith("p-")]) <= 1
+        place = session.children_place(1)
+        assert len([path for path in place.iterdir() if path.name.startswith("p-")]) <= 1
 
 
 def test_each_request_deletes_the_folders_of_the_one_before_and_no_other(tmp_path: Path) -> None:
@@ -879,10 +884,83 @@ def test_each_request_deletes_the_folders_of_the_one_before_and_no_other(tmp_pat
             results = session.fork_run(["open('mine.txt', 'w').write('y')", "import os\nsorted(os.listdir('.'))"])
             assert results is not None and [result.status for result in results] == ["ok", "ok"]
             assert _text(results[1]) == "[]"
-            left.append({path.name for path in session.scratch.iterdir() if path.name.startswith("p-")})
+            place = session.children_place(2)
+            left.append({path.name for path in place.iterdir() if path.name.startswith("p-")})
             session.run_cell("x += 1", "c")
         # deleted once the next request has started, if not before: none of the first two requests' folders is left
         assert not left[-1] & (left[0] | left[1]) and len(left[-1]) <= 2
+
+
+WHERE_AM_I = "import os\nprint(os.getcwd())"
+
+
+def test_the_children_of_a_small_folder_work_in_memory_and_of_a_large_one_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if forking.memory_folder() is None:
+        pytest.skip("no memory file system at /dev/shm")
+    monkeypatch.setattr(forking, "MEMORY_MAX_BYTES", 3000)  # a request's copies: at most 3000 bytes
+    with _forking_session(tmp_path) as session:
+        memory = session.memory
+        assert memory is not None and memory.parent == forking.MEMORY_ROOT and memory.stat().st_mode & 0o777 == 0o700
+        (tmp_path / "work" / "data.bin").write_bytes(bytes(1000))
+        places = []
+        for codes in ([WHERE_AM_I, WHERE_AM_I], [WHERE_AM_I] * 3, [WHERE_AM_I] * 4):  # 2000, 3000, 4000 bytes
+            results = session.fork_run(codes)
+            assert results is not None and {result.status for result in results} == {"ok"}, results
+            places.append({Path(_text(result).strip()).parent.parent for result in results})
+            # each works in its own copy, wherever it is
+            assert len({_text(result) for result in results}) == len(codes)
+        assert places == [{memory}, {memory}, {tmp_path / "scratch"}]
+    # the session's end removes its memory folder, the children's folders in it too
+    assert not memory.exists()
+
+
+# Where a confined cell looks for what the cell before it wrote in its own folder in memory: its folder's parents,
+# the memory file system, and a search of it.
+SNOOP = """
+import glob, os
+here, seen = os.getcwd(), []
+for folder in (os.path.dirname(os.path.dirname(here)), os.path.dirname(here), '/dev/shm'):
+    try:
+        seen.append(sorted(os.listdir(folder)))
+    except PermissionError:
+        seen.append('denied')
+print(seen, glob.glob('/dev/shm/**/secret.txt', recursive=True))
+"""
+
+
+@pytest.mark.skipif(landlock.abi_version() < FORK_ABI, reason="a confined child needs Landlock ABI 6")
+def test_a_confined_cell_finds_no_other_cells_folder_in_memory(tmp_path: Path) -> None:
+    with _forking_session(tmp_path) as session:
+        if session.memory is None:
+            pytest.skip("no memory file system at /dev/shm")
+        write = "open('secret.txt', 'w').write('42')\nimport os\nprint(os.getcwd())"
+        results = session.fork_run([write, SNOOP])
+        assert results is not None and [result.status for result in results] == ["ok", "ok"], results
+        assert Path(_text(results[0]).strip()).parent.parent == session.memory
+        assert _text(results[1]).strip() == "['denied', ['tmp', 'work'], 'denied'] []"  # its own folder alone
+
+
+def test_a_session_removes_the_memory_folders_of_sessions_whose_process_ended(tmp_path: Path) -> None:
+    if forking.memory_folder() is None:
+        pytest.skip("no memory file system at /dev/shm")
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, alive = int(ended.stdout), os.getpid()
+    left = [forking.MEMORY_ROOT / f"{forking.MEMORY_PREFIX}{pid}-test" for pid in (dead, alive)]
+    for folder in left:
+        (folder / "p-x" / "work").mkdir(parents=True)
+        (folder / "p-x" / "work" / "data.csv").write_text("a,b\n")
+    other = forking.MEMORY_ROOT / f"{forking.MEMORY_PREFIX}{dead}-link"
+    other.symlink_to(tmp_path)  # never followed, never removed: not a folder
+    try:
+        with _forking_session(tmp_path):
+            assert (not left[0].exists(), left[1].exists(), other.is_symlink()) == (True, True, True)
+    finally:
+        for folder in left:
+            shutil.rmtree(folder, ignore_errors=True)
+        other.unlink()
+    assert tmp_path.exists()
 
 
 def test_the_kernel_keeps_its_priority_when_its_children_exit_at_the_lowest(tmp_path: Path) -> None:
