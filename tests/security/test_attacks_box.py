@@ -171,10 +171,19 @@ UNIX_SOCKET_32 = PROBES + (
     "verdicts = (i386(359, socket.AF_UNIX, socket.SOCK_STREAM), attempt(lambda: socket.socket(socket.AF_UNIX)))\n"
     "print(42 if verdicts == ('EPERM', 'EPERM') else verdicts)"
 )
-# Before: the datagram arrived (UDP is no concern of Landlock's), with or without --allow-network.
-UDP_TO = PROBES + (
-    "verdict = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {})))\n"
-    "print(42 if verdict == 'ENETUNREACH' else verdict)"
+# Before: the datagram arrived (UDP is no concern of Landlock's), with or without --allow-network; then, in a network
+# namespace of its own, ENETUNREACH. Now no socket of any family (UDP, TCP over IPv6, raw packets, netlink; by the
+# socket call itself too), a pair of its own still allowed (asyncio's loops need one).
+NETWORK_FROM = PROBES + (
+    "verdicts = (\n"
+    "    attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {}))),\n"
+    "    attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM)),\n"
+    "    attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW)),\n"
+    "    attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)),\n"
+    "    native(41, socket.AF_INET, socket.SOCK_DGRAM, 0),\n"
+    "    attempt(socket.socketpair),\n"
+    ")\n"
+    "print(42 if verdicts == ('EPERM',) * 5 + ('allowed',) else verdicts)"
 )
 # Before: RLIMIT_CPU of 1 s on exec-score, through prlimit, which Landlock does not guard. Where the scorer is out
 # of the prediction's sight (its PID namespace), the prediction tries another process it sees: its box's init.
@@ -208,7 +217,7 @@ def test_a_prediction_gets_no_unix_socket_network_scorer_limit_or_earlier_result
         ("limiter", NEXT_CELL_TASK): {2: LIMIT_THE_SCORER},
         ("seeker", NEXT_CELL_TASK): {2: SEEK_RESULTS},
         ("socket32", NEXT_CELL_TASK): {2: UNIX_SOCKET_32},
-        ("udp", NEXT_CELL_TASK): {2: UDP_TO.format(listener.getsockname()[1])},
+        ("network", NEXT_CELL_TASK): {2: NETWORK_FROM.format(listener.getsockname()[1])},
     }
     run_dir = tmp_path / "run"
     write_next_cell_logs(run_dir, read_trajectory(trajectory), predictions)
@@ -221,7 +230,7 @@ def test_a_prediction_gets_no_unix_socket_network_scorer_limit_or_earlier_result
         return {record["step"]: record for record in map(json.loads, lines)}[step]
 
     assert line("limiter")["error"] == "PermissionError: [Errno 1] Operation not permitted"
-    assert [line(model)["exec_match"] for model in ("seeker", "socket32", "udp")] == [1, 1, 1]
+    assert [line(model)["exec_match"] for model in ("seeker", "socket32", "network")] == [1, 1, 1]
     assert _received(listener) == b""
     for step in (2, 3):
         assert (line(REFERENCE_MODEL, step)["exec_match"], line("honest", step)["exec_match"]) == (1, 1)

@@ -486,10 +486,11 @@ def _child(
         return
     if request.confine:
         try:
-            # namespaces of its own: no network even where the kernel has it (--allow-network), a PID namespace
-            _BOUND["namespaces"](network=False, map_ids=False, pid=True)
+            # namespaces of its own (a PID namespace); no network even where the kernel has it (--allow-network): no
+            # socket of any family (seccomp), where a network namespace of its own cost more (docs/performance.md)
+            _BOUND["namespaces"](network=True, map_ids=False, pid=True)
             _BOUND["confine"]([folder, *ALSO_WRITABLE], readable=_BOUND["readable"], allow_network=False, scope=True)
-            _BOUND["seccomp"](unix_sockets=False, other_processes=False)
+            _BOUND["seccomp"](unix_sockets=False, network=False, other_processes=False)
             runner = _BOUND["contain"]()  # returns in the PID namespace's process that runs the cell
         except OSError as exc:
             write(_frame("fault", "OSError", f"cannot confine the prediction: {exc}").to_json())
@@ -1138,7 +1139,7 @@ def bind() -> None:
     )
     # what every confined child needs, found once here rather than in each child (which says why it cannot)
     with contextlib.suppress(OSError):
-        sys.modules[SECCOMP_MODULE].compiled(unix_sockets=False, other_processes=False)
+        sys.modules[SECCOMP_MODULE].compiled(unix_sockets=False, network=False, other_processes=False)
         sys.modules[NAMESPACES_MODULE].last_capability()
 
 

@@ -16,6 +16,9 @@ refuses fails with ``EPERM``:
   them) that never pass through this filter;
 - with ``unix_sockets=False``, ``socket(AF_UNIX, ...)``: a prediction's way to the replay kernel's channels,
   which are Unix sockets in a folder that Landlock does not guard (``socketpair`` stays allowed);
+- with ``network=False``, ``socket`` of every other family (IP of any protocol, raw, packet, netlink): a
+  prediction's network, refused here rather than by a network namespace of its own, whose making and teardown
+  cost 0.25 to 0.5 ms of the machine's time a prediction (docs/performance.md);
 - with ``other_processes=False``, ``setpriority``, ``sched_setparam``, ``sched_setscheduler``,
   ``sched_setaffinity``, ``sched_setattr`` and ``ioprio_set`` on any process but the caller: a prediction's
   way to slow the scorer or its kernel (same-user calls that Landlock does not guard).
@@ -151,7 +154,9 @@ def _low(argument: int) -> int:
     return 16 + 8 * argument
 
 
-def program(machine: str, *, unix_sockets: bool, other_processes: bool = True) -> list[tuple[int, int, int, int]]:
+def program(
+    machine: str, *, unix_sockets: bool, network: bool = True, other_processes: bool = True
+) -> list[tuple[int, int, int, int]]:
     """The filter for ``machine`` as BPF instructions ``(code, jt, jf, k)``; OSError for an unknown machine."""
     found = _ARCHITECTURES.get(machine)
     if found is None:
@@ -168,7 +173,7 @@ def program(machine: str, *, unix_sockets: bool, other_processes: bool = True) -
     for name in _MODE_ARGUMENT:
         if name in numbers:
             lines.append((_JEQ, name, 0, numbers[name]))
-    if not unix_sockets:
+    if not (unix_sockets and network):
         lines.append((_JEQ, "socket", 0, numbers["socket"]))
     lines.append((_RET, 0, 0, _RET_ALLOW))  # any other call
     for name, required in own.items():  # e.g. prlimit64(pid, ...): only pid 0, the caller itself
@@ -181,8 +186,11 @@ def program(machine: str, *, unix_sockets: bool, other_processes: bool = True) -
         if name in numbers:
             lines += [name, (_LOAD, 0, 0, _low(argument)), (_AND, 0, 0, _FILE_TYPE)]
             lines += [(_JEQ, "refuse", 0, stat.S_IFBLK), (_JEQ, "refuse", "allow", stat.S_IFCHR)]
-    if not unix_sockets:
-        lines += ["socket", (_LOAD, 0, 0, _low(0)), (_JEQ, "refuse", "allow", socket.AF_UNIX)]
+    if not (unix_sockets or network):
+        lines += ["socket", (_RET, 0, 0, _RET_ERRNO | errno.EPERM)]
+    elif not (unix_sockets and network):  # one of the two: AF_UNIX is refused, or it is the one allowed
+        verdicts = ("refuse", "allow") if network else ("allow", "refuse")
+        lines += ["socket", (_LOAD, 0, 0, _low(0)), (_JEQ, *verdicts, socket.AF_UNIX)]
     lines += ["allow", (_RET, 0, 0, _RET_ALLOW), "refuse", (_RET, 0, 0, _RET_ERRNO | errno.EPERM)]
     return _assemble(lines)
 
@@ -217,17 +225,17 @@ class _Program(ctypes.Structure):
 
 
 @cache
-def compiled(*, unix_sockets: bool = True, other_processes: bool = True) -> _Program:
+def compiled(*, unix_sockets: bool = True, network: bool = True, other_processes: bool = True) -> _Program:
     """The filter of :func:`confine`, built once per process: a kernel builds it before it forks its children,
     which then only install it."""
-    lines = program(platform.machine(), unix_sockets=unix_sockets, other_processes=other_processes)
+    lines = program(platform.machine(), unix_sockets=unix_sockets, network=network, other_processes=other_processes)
     instructions = (_Instruction * len(lines))(*[_Instruction(*line) for line in lines])
     return _Program(len(lines), instructions)  # which keeps ``instructions`` alive
 
 
-def confine(*, unix_sockets: bool = True, other_processes: bool = True) -> None:
+def confine(*, unix_sockets: bool = True, network: bool = True, other_processes: bool = True) -> None:
     """Install the filter (see the module) on this thread, with ``no_new_privs``; OSError where it cannot."""
-    filter_program = compiled(unix_sockets=unix_sockets, other_processes=other_processes)
+    filter_program = compiled(unix_sockets=unix_sockets, network=network, other_processes=other_processes)
     libc = ctypes.CDLL(None, use_errno=True)
     # no_new_privs: required of a process without CAP_SYS_ADMIN, and no setuid program sheds the filter
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or (
