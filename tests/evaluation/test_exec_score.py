@@ -33,7 +33,7 @@ from themisto.kernel.recorder import Recorder
 from themisto.kernel.transport import Execution
 from themisto.recording.options import RecordOptions
 from themisto.recording.record import record_source
-from themisto.trajectory import Step, Variable, read_trajectory, write_trajectory
+from themisto.trajectory import Step, Variable, read_trajectory, variable_json, write_trajectory
 from themisto.vocabulary import NEXT_CELL_TASK, REFERENCE_MODEL, RUNTIME_SUFFIX
 
 pytestmark = pytest.mark.kernel  # every test but one replays in a real kernel
@@ -254,6 +254,33 @@ def test_state_key_ignores_size_and_addresses_but_not_values() -> None:
     b = Variable("f", "function", 144, "<function f at 0x7e0000aa>", size_method="getsizeof")
     assert state_key([a]) == state_key([b])
     assert state_key([a]) != state_key([Variable("g", "function", 136, "<function g at 0x7f3a2c1b>")])
+
+
+def test_state_key_hashes_a_record_once_and_answers_as_without_its_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    def uncached(variables: list[Variable]) -> str:
+        forking._KEY_TEXTS.clear()
+        return state_key(variables)
+
+    records = [Variable(f"v{n}", "int", 28, f"{n} at 0x{n:x}") for n in range(8)]
+    encoded: list[str] = []
+    monkeypatch.setattr(forking, "variable_json", lambda v: encoded.append(v.name) or variable_json(v))
+    twin = Variable("v3", "int", 28, "3 at 0x3")
+    mixed = [*records[4:], *records[:3], twin]
+    expected = uncached(mixed)
+    first = uncached(records)
+    assert encoded[-8:] == [v.name for v in records]
+    # the same records again, in another order, with a record of its own equal to one: only that one is encoded
+    encoded.clear()
+    assert state_key(mixed) == expected and encoded == ["v3"]
+    encoded.clear()
+    assert state_key(records) == first and encoded == []
+    # past the records it keeps, it starts again, with the same answers
+    monkeypatch.setattr(forking, "KEY_TEXTS_KEPT", 4)
+    fresh = [Variable(f"v{n}", "int", 28, f"{n} at 0x{n:x}") for n in range(8)]
+    assert state_key(fresh) == first and len(forking._KEY_TEXTS) <= 4
+    # a record that took the id of one no longer held is encoded anew (the cache holds its record, so no id is
+    # reused while its entry lives; an entry is checked by identity all the same)
+    assert state_key([Variable("w", "str", 50, "'w'")]) != state_key([Variable("w", "str", 50, "'x'")])
 
 
 def test_the_check_after_a_forked_run_hashes_only_a_namespace_it_does_not_hold_already(

@@ -26,7 +26,7 @@ from themisto.kernel.outputs import normalize_output
 from themisto.kernel.recorder import Recorder
 from themisto.kernel.snapshots import Snapshot
 from themisto.kernel.transport import KERNEL_START_TIMEOUT, Execution
-from themisto.trajectory import Step, Variable, state_hash
+from themisto.trajectory import Step, Variable, state_hash, variable_json
 
 # Where the children's private folders go when the working folder is small: a memory file system. The bundled
 # ``data/files`` (19 files, 0.9 MB) took 0.8 to 1.0 ms to copy there against 3 to 4 ms on ext4 (docs/performance.md).
@@ -314,10 +314,28 @@ def _same_state(variables: Sequence[Variable], before: dict[str, Variable]) -> b
     return state_key(variables) == state_key(list(before.values()))
 
 
+# The key text of each variable record lately hashed, by the record's identity (the record kept with it, so that its
+# id is not reused): a snapshot hands back the very records of the variables a cell left unchanged, so a step's
+# children, its check and the next steps hash each record once (0.13 ms a child's state for a notebook's few
+# dozen variables, most of it these texts). Records are not changed once read (snapshots.py trims them before).
+_KEY_TEXTS: dict[int, tuple[Variable, str]] = {}
+# Records kept at most: a few notebooks' namespaces, a few MB.
+KEY_TEXTS_KEPT = 4096
+
+
 def state_key(variables: Sequence[Variable]) -> str:
     """A hash of a namespace by what a cell decides: names, types, reprs (addresses masked), shapes, lengths.
 
     The size estimate is left out: ``getsizeof`` of a list depends on how it
     was grown (``list(range(3))`` and ``[0, 1, 2]`` differ), not on its value.
     """
-    return state_hash([replace(v, size_bytes=None, size_method=None, repr=normalize_output(v.repr)) for v in variables])
+    texts = []
+    for variable in variables:
+        known = _KEY_TEXTS.get(id(variable))
+        if known is None or known[0] is not variable:
+            if len(_KEY_TEXTS) >= KEY_TEXTS_KEPT:
+                _KEY_TEXTS.clear()
+            keyed = replace(variable, size_bytes=None, size_method=None, repr=normalize_output(variable.repr))
+            known = _KEY_TEXTS[id(variable)] = (variable, variable_json(keyed))
+        texts.append(known[1])
+    return state_hash([], texts)
