@@ -263,7 +263,12 @@ def test_state_key_hashes_a_record_once_and_answers_as_without_its_cache(monkeyp
 
     records = [Variable(f"v{n}", "int", 28, f"{n} at 0x{n:x}") for n in range(8)]
     encoded: list[str] = []
-    monkeypatch.setattr(forking, "variable_json", lambda v: encoded.append(v.name) or variable_json(v))
+
+    def counted(variable: Variable) -> str:
+        encoded.append(variable.name)
+        return variable_json(variable)
+
+    monkeypatch.setattr(forking, "variable_json", counted)
     twin = Variable("v3", "int", 28, "3 at 0x3")
     mixed = [*records[4:], *records[:3], twin]
     expected = uncached(mixed)
