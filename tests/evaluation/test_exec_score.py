@@ -4,7 +4,6 @@ logs in lm-eval's format holding chosen predictions, and ``exec_score`` replayin
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -929,7 +928,7 @@ WHERE_AM_I = "import os\nprint(os.getcwd())"
 def test_the_children_of_a_small_folder_work_in_memory_and_of_a_large_one_on_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if forking.memory_folder() is None:
+    if not forking._is_memory_file_system(forking.MEMORY_ROOT):
         pytest.skip("no memory file system at /dev/shm")
     monkeypatch.setattr(forking, "MEMORY_MAX_BYTES", 3000)  # a request's copies: at most 3000 bytes
     with _forking_session(tmp_path) as session:
@@ -974,25 +973,42 @@ def test_a_confined_cell_finds_no_other_cells_folder_in_memory(tmp_path: Path) -
         assert _text(results[1]).strip() == "['denied', ['tmp', 'work'], 'denied'] []"  # its own folder alone
 
 
-def test_a_session_removes_the_memory_folders_of_sessions_whose_process_ended(tmp_path: Path) -> None:
-    if forking.memory_folder() is None:
+# A process that holds the lock of a session folder, as a live session does, until its standard input ends.
+HOLDS_THE_LOCK = "import fcntl, os, sys\nfcntl.flock(os.open(sys.argv[1], os.O_RDONLY), fcntl.LOCK_EX)\nprint(1, flush=True)\nsys.stdin.read()"
+
+
+def test_a_session_removes_the_memory_folders_no_live_session_holds(tmp_path: Path) -> None:
+    if not forking._is_memory_file_system(forking.MEMORY_ROOT):
         pytest.skip("no memory file system at /dev/shm")
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead, alive = int(ended.stdout), os.getpid()
-    left = [forking.MEMORY_ROOT / f"{forking.MEMORY_PREFIX}{pid}-test" for pid in (dead, alive)]
-    for folder in left:
+    # a folder whose session was killed (nothing holds its lock), one whose session lives (in another process, in
+    # another PID namespace it may be: the lock says it lives, not its pid), and a link named as a session's
+    left, alive = (forking.MEMORY_ROOT / f"{forking.MEMORY_PREFIX}{name}" for name in ("1-killed", "1-alive"))
+    link = forking.MEMORY_ROOT / f"{forking.MEMORY_PREFIX}1-link"
+    for folder in (left, alive):
         (folder / "p-x" / "work").mkdir(parents=True)
         (folder / "p-x" / "work" / "data.csv").write_text("a,b\n")
-    other = forking.MEMORY_ROOT / f"{forking.MEMORY_PREFIX}{dead}-link"
-    other.symlink_to(tmp_path)  # never followed, never removed: not a folder
+    link.symlink_to(tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDS_THE_LOCK, str(alive)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
-        with _forking_session(tmp_path):
-            assert (not left[0].exists(), left[1].exists(), other.is_symlink()) == (True, True, True)
+        assert holder.stdout is not None and holder.stdout.readline() == "1\n"
+        with _forking_session(tmp_path) as session:
+            assert (left.exists(), alive.exists(), link.is_symlink()) == (False, True, True)
+            # its own folder is locked as it starts: another session starting now leaves it
+            assert session.memory is not None
+            with ForkingSession("u", tmp_path / "work", RecordOptions(timeout=60), tmp_path / "scratch"):
+                assert session.memory.exists()
     finally:
-        for folder in left:
-            shutil.rmtree(folder, ignore_errors=True)
-        other.unlink()
+        holder.communicate("")
+        shutil.rmtree(alive, ignore_errors=True)
+        link.unlink()
     assert tmp_path.exists()
+    # once its holder has ended, the next session removes it
+    alive.mkdir()
+    (tmp_path / "next").mkdir()
+    with _forking_session(tmp_path / "next"):
+        assert not alive.exists()
 
 
 def test_the_kernel_keeps_its_priority_when_its_children_exit_at_the_lowest(tmp_path: Path) -> None:

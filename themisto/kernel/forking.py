@@ -9,6 +9,7 @@ that a forked run changed neither the replay's namespace nor its working folder.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import stat
@@ -31,7 +32,8 @@ from themisto.trajectory import Step, Variable, state_hash, variable_json
 # Where the children's private folders go when the working folder is small: a memory file system. The bundled
 # ``data/files`` (19 files, 0.9 MB) took 0.8 to 1.0 ms to copy there against 3 to 4 ms on ext4 (docs/performance.md).
 MEMORY_ROOT = Path("/dev/shm")
-# A private folder of a session's on it; one whose process has ended is removed by the next session that starts.
+# A private folder of a session's on it, locked (flock) while the session lives; one left unlocked (its process was
+# killed) is removed by the next session that starts.
 MEMORY_PREFIX = "themisto-fork-"
 # A request's copies may take at most this share of the memory file system's free space (the cells write there too,
 # and the memory is the machine's) and at most MEMORY_MAX_BYTES; else they go to the scratch folder on disk.
@@ -90,42 +92,54 @@ def _is_memory_file_system(path: Path) -> bool:
         return False
 
 
-def memory_folder(root: Path = MEMORY_ROOT) -> Path | None:
-    """A new private folder on the memory file system at ``root`` (None where there is none, or it is not
-    writable); the folders there of this user's sessions whose process has ended (killed before they removed
-    theirs) are removed first."""
+def memory_folder(root: Path = MEMORY_ROOT) -> tuple[Path, int] | None:
+    """A new private folder on the memory file system at ``root``, and a descriptor of it that holds its lock as long
+    as it is open (None where there is no such file system, or it is not writable). First, the folders there of
+    this user's sessions that hold no lock any more (their process ended before it removed its own) are removed."""
     if not _is_memory_file_system(root):
         return None
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(root):
-            owner = entry.name.removeprefix(MEMORY_PREFIX).split("-")[0]
-            if entry.name.startswith(MEMORY_PREFIX) and owner.isdigit() and not _alive(int(owner)):
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
-                    shutil.rmtree(entry.path, ignore_errors=True)
+    _remove_unlocked(root)
+    made = ""
     try:
-        return Path(tempfile.mkdtemp(prefix=f"{MEMORY_PREFIX}{os.getpid()}-", dir=root))
+        # made under a name no session removes, locked, then named: another session's pass never finds it unlocked
+        made = tempfile.mkdtemp(prefix=f".{MEMORY_PREFIX}", dir=root)
+        handle = os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        named = root / os.path.basename(made)[1:]
+        os.rename(made, named)
     except OSError:
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
         return None
+    return named, handle
 
 
-def _alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (one of another user's too)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _remove_unlocked(root: Path) -> None:
+    """Remove the session folders under ``root`` that are this user's and whose lock no process holds."""
+    with contextlib.suppress(OSError), os.scandir(root) as entries:
+        for entry in entries:
+            if not entry.name.startswith(MEMORY_PREFIX):
+                continue
+            try:  # a link is never followed, nor a folder of another user's removed
+                handle = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if os.fstat(handle).st_uid == os.geteuid():
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: its session lives
+                    shutil.rmtree(entry.path, ignore_errors=True)
+            except OSError:
+                pass
+            finally:
+                os.close(handle)
 
 
 class ForkingSession:
     """One replay kernel: the recorder's cells, plus cells run in forked children of the kernel.
 
     ``scratch`` holds the code files a forked run reads and the children's private folders (the kernel's
-    sandbox lets it write there too), those of a small working folder in :attr:`memory` instead, a private folder
-    on a memory file system where there is one (:func:`memory_folder`, removed with the session). Where the kernel is sandboxed (``options.sandbox``, which here needs Landlock
+    sandbox lets it write there too), those of a small working folder in :attr:`memory` instead, a private
+    folder on a memory file system where there is one (:func:`memory_folder`, removed with the session). Where the kernel is sandboxed (``options.sandbox``, which here needs Landlock
     ABI 6) each child runs in a nested Landlock domain: it writes only in its private folder, signals and
     ptraces nothing outside its domain (the kernel, the scorer), and connects to no TCP port (the kernel's
     channels among them).
@@ -140,7 +154,9 @@ class ForkingSession:
         *,
         stop: threading.Event | None = None,
     ) -> None:
-        self.memory = memory_folder()
+        found = memory_folder()
+        self.memory: Path | None = found[0] if found else None
+        self._memory_lock = found[1] if found else -1  # its descriptor, whose lock says the session lives
         self.recorder = Recorder(
             trajectory_id,
             workdir,
@@ -173,6 +189,8 @@ class ForkingSession:
     def _remove_memory(self) -> None:
         if self.memory is not None:
             shutil.rmtree(self.memory, ignore_errors=True)
+            os.close(self._memory_lock)
+            self.memory = None
 
     # the replay's own cells
 
