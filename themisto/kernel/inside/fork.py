@@ -22,15 +22,15 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    into its private folder (each child after the first its own, beside the
    first's readiness and cell; the kernel copies the first's while it gets
    ready); with ``request.confine``, enters
-   user, IPC, network and PID namespaces of its own
-   (:mod:`themisto.kernel.inside.namespaces`: no network even where the kernel
-   has it), a Landlock domain of its own (writes only in its private folder and
+   user, IPC and PID namespaces of its own
+   (:mod:`themisto.kernel.inside.namespaces`), a Landlock domain of its own (writes only in its private folder and
    ``/dev/null``, reads only there, in the interpreter's and the system's files
    and the kernel's profile and caches, no TCP, signals and abstract sockets
    scoped, no ptrace outside)
    and a seccomp filter (:mod:`themisto.kernel.inside.seccomp`) that refuses, on
-   top of the kernel's own, new Unix sockets (the kernel's channels are Unix
-   sockets in a folder, which Landlock does not guard) and changes to another
+   top of the kernel's own, every new socket but an anonymous pair (the kernel's channels are Unix
+   sockets in a folder, which Landlock does not guard; no network of any protocol, even where the kernel
+   has it) and changes to another
    process's priority or CPUs (the scorer's, the kernel's); starts the
    namespace's init and the process that runs the cell, a clone that shares the
    child's memory (no second copy of the kernel's) and is the kernel's own child,
