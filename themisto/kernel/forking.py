@@ -139,8 +139,9 @@ class ForkingSession:
 
     ``scratch`` holds the code files a forked run reads and the children's private folders (the kernel's
     sandbox lets it write there too), those of a small working folder in :attr:`memory` instead, a private
-    folder on a memory file system where there is one (:func:`memory_folder`, removed with the session). Where the kernel is sandboxed (``options.sandbox``, which here needs Landlock
-    ABI 6) each child runs in a nested Landlock domain: it writes only in its private folder, signals and
+    folder on a memory file system where there is one (:func:`memory_folder`, removed with the session).
+    Where the kernel is sandboxed (``options.sandbox``, which here needs Landlock ABI 6) each child runs in a
+    nested Landlock domain: it writes only in its private folder, signals and
     ptraces nothing outside its domain (the kernel, the scorer), and connects to no TCP port (the kernel's
     channels among them).
     """
@@ -157,15 +158,19 @@ class ForkingSession:
         found = memory_folder()
         self.memory: Path | None = found[0] if found else None
         self._memory_lock = found[1] if found else -1  # its descriptor, whose lock says the session lives
-        self.recorder = Recorder(
-            trajectory_id,
-            workdir,
-            options,
-            stop=stop,
-            installs=inject.fork_install_expressions(),
-            also_writable=(scratch,) if self.memory is None else (scratch, self.memory),
-            sandbox_abi=FORK_ABI,
-        )
+        try:
+            self.recorder = Recorder(
+                trajectory_id,
+                workdir,
+                options,
+                stop=stop,
+                installs=inject.fork_install_expressions(),
+                also_writable=(scratch,) if self.memory is None else (scratch, self.memory),
+                sandbox_abi=FORK_ABI,
+            )
+        except BaseException:
+            self._remove_memory()
+            raise
         self.workdir, self.options, self.scratch = workdir, options, scratch
         self._requests = 0
         # the replay's namespace as the last fork request's own snapshot found it after its children: the check
