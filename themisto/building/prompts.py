@@ -63,6 +63,7 @@ from typing import Any
 
 from themisto.building.history import AUTHOR_PYTHON, Example, HistoryCell
 from themisto.declaration import at_least, check_declared, option
+from themisto.notebook_code import parse_cell
 from themisto.trajectory import Variable
 from themisto.vocabulary import OUTPUT_PREDICTION, RESTART_MARKER
 
@@ -274,7 +275,7 @@ def referenced_names(code: str) -> frozenset[str]:
     """Names a piece of notebook code refers to (loads, stores and attribute bases)."""
     python = "\n".join("" if _IPYTHON_LINE.match(line) else line for line in code.splitlines())
     try:
-        tree = ast.parse(python)
+        tree = parse_cell(python)
     except (SyntaxError, ValueError):
         return frozenset(_IDENTIFIER.findall(code))
     # ast.walk's names, by a walk of our own: twice as fast, as every step's code is walked

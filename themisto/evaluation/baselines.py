@@ -70,6 +70,7 @@ from lm_eval.models.utils import postprocess_generated_text
 from themisto.building.prompts import shown_variables
 from themisto.evaluation.state_lookup import ends_with_semicolon, resolve
 from themisto.exceptions import InputError
+from themisto.notebook_code import parse_cell
 from themisto.vocabulary import (
     EMPTY_BASELINE,
     HEURISTIC_BASELINE,
@@ -108,7 +109,7 @@ def displayed_name(code: str) -> str | None:
     if ends_with_semicolon(code):
         return None
     try:
-        body = ast.parse(code).body
+        body = parse_cell(code).body
     except (SyntaxError, ValueError):  # ValueError: source with NUL bytes
         return None
     if body and isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Name):

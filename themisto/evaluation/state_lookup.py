@@ -37,6 +37,7 @@ import tokenize
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from themisto.notebook_code import parse_cell, parse_expression
 from themisto.trajectory import Variable
 
 # Python literal types a variable's recorded type may have for its repr to be read as the value.
@@ -125,7 +126,7 @@ _UNKNOWN = object()  # the value of a variable whose repr is cut or not a value
 def resolve(code: str, variables: Sequence[Variable]) -> str | None:
     """The output of ``code`` as the recorded variables decide it, else None."""
     try:
-        body = ast.parse(code).body
+        body = parse_cell(code).body
     except (SyntaxError, ValueError):
         return None
     if len(body) != 1 or not isinstance(body[0], ast.Expr) or ends_with_semicolon(code):
@@ -324,7 +325,7 @@ def _repr_fields(value: Any) -> dict[str, Any]:
     if not isinstance(value, Shown) or value.text is None:
         return {}
     try:
-        call = ast.parse(value.text, mode="eval").body
+        call = parse_expression(value.text).body
     except (SyntaxError, ValueError):
         return {}
     if not isinstance(call, ast.Call) or call.args:

@@ -60,6 +60,7 @@ from typing import Any, cast
 
 from themisto.exceptions import OptionError, SourceError
 from themisto.kernel import joined_text, render_outputs
+from themisto.notebook_code import parse_cell
 from themisto.provenance import IMPORTED_BY, Provenance, SourceFile, sidecar, write_provenance
 from themisto.trajectory import Step, Variable, state_hash, step_from_dict, write_trajectory
 
@@ -287,7 +288,7 @@ def runtime_timing(steps: list[Step]) -> str:
 def _bound_names(code: str) -> set[str]:
     """Names a cell binds at module level: assignments, imports, functions and classes."""
     try:
-        tree = ast.parse(code)
+        tree = parse_cell(code)
     except (SyntaxError, ValueError):
         return set()
     names: set[str] = set()
