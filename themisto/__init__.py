@@ -18,6 +18,7 @@ Shared by every stage:
 - :mod:`~themisto.exceptions`: the errors bad input causes, shown as one line by the CLI
 - :mod:`~themisto.filesystem`: output folders, locks, atomic writes and swaps
 - :mod:`~themisto.jsonl`: JSON Lines reading
+- :mod:`~themisto.notebook_code`: notebook code parsed for what it names, without the compiler's warnings about it
 - :mod:`~themisto.lm_eval_files`: lm-eval's sample logs on disk, newest per task
 - :mod:`~themisto.progress`: the progress hook of long work
 - :mod:`~themisto.run_options`: ``--jobs`` and ``--shard`` of record and exec-score, and how a shard is chosen
