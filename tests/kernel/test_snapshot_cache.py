@@ -146,6 +146,79 @@ def test_a_fingerprint_that_hangs_is_cut_by_the_shared_limit_and_the_objects_aft
     assert cache.described == 4 and cache.reused == {"a_probe", "c_probe"}
 
 
+class Plain:
+    """A user class whose objects' ``__dict__`` is read by the C descriptor alone."""
+
+    def __init__(self) -> None:
+        self.x = 1
+
+
+class Traced:
+    """A user class that traces every attribute read of its objects into ``EVENTS``."""
+
+    def __init__(self) -> None:
+        self.x = 1
+
+    def __getattribute__(self, name: str) -> object:
+        EVENTS.append(f"read {name}")
+        return object.__getattribute__(self, name)
+
+
+class PropertyDict:
+    """A user class whose ``__dict__`` is a property: reading it runs the property."""
+
+    @property
+    def __dict__(self) -> dict:  # type: ignore[override]
+        EVENTS.append("read __dict__")
+        return {"x": 1}
+
+
+class SlotsWithGetattr:
+    """A user class with no ``__dict__``: reading one falls into its ``__getattr__``."""
+
+    __slots__ = ("x",)
+
+    def __getattr__(self, name: str) -> object:
+        EVENTS.append(f"getattr {name}")
+        raise AttributeError(name)
+
+
+EVENTS: list[str] = []
+
+
+def _describe_traced(cache: snapshot.DescriptionCache, **variables: object) -> None:
+    """Describe ``variables``, tracing into ``EVENTS`` each word that user code may run next."""
+    cache.describe_all(sorted(variables.items()), 200, 1.0, lambda: EVENTS.append("announced"))
+
+
+@pytest.mark.parametrize("kind", [Traced, PropertyDict, SlotsWithGetattr])
+def test_the_snapshot_says_it_may_run_user_code_before_a_fingerprint_runs_any(kind: type) -> None:
+    cache, value = snapshot.DescriptionCache(), kind()
+    _describe_traced(cache, value=value, plain=Plain(), items=[1, 2])
+    EVENTS.clear()
+    _describe_traced(cache, value=value)  # described: unchanged by no fingerprint it can take without user code
+    assert EVENTS[0] == "announced" and len(EVENTS) > 1
+
+
+def test_unchanged_objects_whose_attributes_read_plainly_need_no_word_until_their_class_changes() -> None:
+    cache = snapshot.DescriptionCache()
+    EVENTS.clear()
+
+    class Local(Plain):
+        pass
+
+    variables = {"plain": Plain(), "local": Local(), "items": [1, 2], "frame": pd.DataFrame({"a": [1]})}
+    _describe_traced(cache, **variables)
+    assert EVENTS == ["announced"] * 4  # each new object described
+    EVENTS.clear()
+    _describe_traced(cache, **variables)
+    assert EVENTS == [] and cache.reused == set(variables)
+    # a class may be changed at any cell: the next snapshot sees it before it reads an attribute
+    Local.__getattribute__ = Traced.__getattribute__  # type: ignore[method-assign,assignment]
+    _describe_traced(cache, **variables)
+    assert EVENTS[0] == "announced" and "read __dict__" in EVENTS and cache.reused == set(variables)
+
+
 def test_rebinding_to_an_equal_new_object_and_changed_settings_describe_again() -> None:
     cache = snapshot.DescriptionCache()
     _describe(cache, items=[1, 2])

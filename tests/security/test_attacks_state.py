@@ -255,6 +255,25 @@ def test_c10_c11_a_repr_that_kills_or_hijacks_the_snapshot_is_a_snapshot_error_t
     assert after.restarted and after.output == "1" and after.error is None
 
 
+def test_c10_a_class_changed_to_end_the_kernel_when_an_attribute_is_read_is_a_snapshot_error_the_cell_kept(
+    tmp_path: Path,
+) -> None:
+    # the snapshot after the first cell reuses the object's description on a fingerprint that runs no user code;
+    # the second cell changes the class, so the next fingerprint runs its code: the word comes first
+    cells = [
+        "class Plain:\n    pass\nplain = Plain()",
+        "import os\nPlain.__getattribute__ = lambda self, name: os._exit(3)\nprint('made')",
+        "a = 1\na",
+    ]
+    made, changed, after = recorded_steps(tmp_path, "changed", cells, "--timeout", "6", "--repr-timeout", "0.5")
+    assert made.error is None and [variable.name for variable in made.runtime] == ["Plain", "plain"]
+    assert changed.error is None and changed.output == "made" and changed.runtime == []
+    assert (
+        changed.snapshot_error is not None and "died while taking the snapshot (exit code 3)" in changed.snapshot_error
+    )
+    assert after.restarted and after.output == "1" and after.error is None
+
+
 def test_c12_a_cell_that_disables_the_timer_still_has_its_slow_repr_cut_short(tmp_path: Path) -> None:
     cell = (
         "import signal, time\nsignal.setitimer = lambda *args, **kwargs: (0.0, 0.0)\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -146,6 +147,36 @@ def test_user_variables_excludes_private_hidden_and_modules() -> None:
     }
     names = [name for name, _ in snapshot.user_variables(namespace, hidden)]
     assert names == ["Out", "value"]
+
+
+class _KeyThatRecords(str):
+    """A key no code names (a str subclass) in the hash slot of ``b``, equal to nothing: a lookup of ``b`` in the
+    namespace would compare it with ``b`` and run its ``__eq__``, which records the call."""
+
+    compared: ClassVar[list[object]] = []
+
+    def __hash__(self) -> int:
+        return hash("b")
+
+    def __eq__(self, other: object) -> bool:
+        _KeyThatRecords.compared.append(other)
+        return False
+
+
+@pytest.mark.parametrize("other_key", [None, 1], ids=["string keys", "an int key too"])
+def test_user_variables_among_a_long_history_run_no_code_of_a_key(other_key: int | None) -> None:
+    hidden = {"In": [], "exit": object()}
+    namespace: dict[Any, Any] = {_KeyThatRecords("shadow"): "first in b's slot"}
+    namespace.update({"In": hidden["In"], "exit": hidden["exit"], "np": np, "b": 2, "a": 1})
+    for number in range(1, 501):  # what IPython binds per cell: its input and its result
+        namespace[f"_i{number}"], namespace[f"_{number}"] = "1 + 1", 2
+    if other_key is not None:
+        namespace[other_key] = "a key that is not a string"
+    _KeyThatRecords.compared.clear()
+    assert namespace.get("b") == 2 and _KeyThatRecords.compared == ["b"]  # what a lookup would run
+    _KeyThatRecords.compared.clear()
+    assert snapshot.user_variables(namespace, hidden) == [("a", 1), ("b", 2)]
+    assert _KeyThatRecords.compared == []
 
 
 def test_strings_are_cleaned_of_surrogates() -> None:

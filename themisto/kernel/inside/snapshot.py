@@ -532,6 +532,8 @@ def user_variables(namespace: Mapping[str, Any], hidden: Mapping[str, Any]) -> l
 #   (plus ``len`` of builtin containers) of their values. Missed: a mutation
 #   inside an attribute's object (``model.layer.weight += 1``) or state kept
 #   outside ``__dict__`` (slots, C structures, globals a ``__repr__`` reads).
+#   Read under a time limit, as user code, unless the class reads it plainly
+#   (:func:`_reads_attributes_plainly`, checked at every snapshot: a class may be changed).
 # - immutable builtins (numbers, str, bytes, None, functions, classes): identity
 #   (exact types only: a subclass instance is fingerprinted by its ``__dict__``).
 # Any other object is described again at every snapshot.
@@ -667,6 +669,26 @@ def _attributes_fingerprint(value: Any) -> Hashable | None:
     return _container_fingerprint(attributes) if type(attributes) is dict else None
 
 
+# A class's own namespace and its method resolution order, read through ``type``'s descriptors: no metaclass's
+# ``__getattribute__`` runs.
+_NAMESPACE_OF = type.__dict__["__dict__"].__get__
+_MRO_OF = type.__dict__["__mro__"].__get__
+
+
+def _reads_attributes_plainly(kind: type) -> bool:
+    """Whether reading ``__dict__`` of an instance of ``kind`` runs no Python code: no class of its MRO but
+    ``object`` defines ``__getattribute__`` (a C type with its own attribute lookup has one too), and the first
+    that defines ``__dict__`` holds the instance dictionary's C descriptor there (not a property; without one,
+    the read fails into a ``__getattr__``)."""
+    for cls in _MRO_OF(kind):
+        namespace = _NAMESPACE_OF(cls)
+        if "__getattribute__" in namespace and cls is not object:
+            return False
+        if "__dict__" in namespace:
+            return type(namespace["__dict__"]) is types.GetSetDescriptorType
+    return False
+
+
 _LIBRARY_FINGERPRINTERS: dict[str, Callable[[Any], Hashable | None]] = {
     "pandas": _pandas_or_attributes,
     "torch": _torch_fingerprint,
@@ -727,15 +749,23 @@ class DescriptionCache:
         self.names: tuple[str, ...] = ()  # the names the last call described, in order
 
     def describe_all(
-        self, variables: list[tuple[str, Any]], max_repr_chars: int, timeout: float
+        self,
+        variables: list[tuple[str, Any]],
+        max_repr_chars: int,
+        timeout: float,
+        before_user_code: Callable[[], None] = lambda: None,
     ) -> list[dict[str, Any]]:
-        """Describe ``variables``; the cache then holds exactly these names (deleted ones are dropped)."""
+        """Describe ``variables``; the cache then holds exactly these names (deleted ones are dropped).
+
+        ``before_user_code`` is called before any user code runs (a description, a fingerprint that may run
+        some), perhaps more than once; not at all when every variable is reused on a fingerprint of its own.
+        """
         if (max_repr_chars, timeout) != self._settings:  # a description depends on them: none is reused
             self._entries, self._settings = {}, (max_repr_chars, timeout)
         entries = {}
         records = []
         reused = set()
-        keys = _cache_keys([value for _, value in variables], timeout)
+        keys = _cache_keys([value for _, value in variables], timeout, before_user_code)
         for (name, value), key in zip(variables, keys, strict=True):
             cached = self._entries.get(name)
             if key is not None and cached is not None and cached[0]() is value and cached[1] == key:
@@ -743,6 +773,7 @@ class DescriptionCache:
                 records.append(cached[2])
                 reused.add(name)
                 continue
+            before_user_code()
             record = describe(name, value, max_repr_chars, timeout)
             self.described += 1
             if key is not None:
@@ -754,25 +785,27 @@ class DescriptionCache:
         return records
 
 
-def _cache_keys(values: list[Any], timeout: float) -> list[Hashable | None]:
+def _cache_keys(values: list[Any], timeout: float, before_user_code: Callable[[], None]) -> list[Hashable | None]:
     """Each value's fingerprint; None: not cacheable.
 
-    A fingerprint that may run user code (an object's ``__dict__``) runs under a time limit, one for all
-    of them rather than one each, as arming one costs more than most fingerprints: when it runs out, or a
-    fingerprint raises, that value gets no key (it is described again, under its own limit) and the rest
-    go on under a new one.
+    A fingerprint that may run user code (an object's ``__dict__`` its class does not read plainly) runs under
+    a time limit, one for all of them rather than one each, as arming one costs more than most fingerprints,
+    after ``before_user_code``: when it runs out, or a fingerprint raises, that value gets no key (it is
+    described again, under its own limit) and the rest go on under a new one.
     """
     keys: list[Hashable | None] = [None] * len(values)
     guarded = []
     for index, value in enumerate(values):
         function, runs_user_code = _fingerprinter(type(value))
-        if runs_user_code:
+        if runs_user_code and not _reads_attributes_plainly(type(value)):
             guarded.append(index)
             continue
         try:
             keys[index] = function(value)
         except BaseException:  # noqa: B036 -- a broken object is described again, never fatal
             continue
+    if guarded:
+        before_user_code()
     done = 0
     while done < len(guarded):
         try:
@@ -818,34 +851,56 @@ def take(request: SnapshotRequest) -> JsonText:
     recorder subtract the snapshot from a cell's execution time when it rides
     on the cell's own execute request. What user code prints while being
     described is discarded, so it never lands in the cell's output. With
-    ``request.announce`` (a file path) the cell's output is flushed and the file says first that the cell
-    finished (see :func:`announce_snapshot`).
+    ``request.announce`` (a file path) the file says that the cell finished, its output flushed first, before
+    the snapshot runs any user code, and that the snapshot is done (see :func:`announce_snapshot`); a snapshot
+    that runs no user code (every variable unchanged by a fingerprint that runs none) says only the latter.
     Text is cleaned of lone surrogates (a name like ``globals()['\\ud800']``), which no message can carry.
     """
     shell = _shell()
-    if request.announce is not None:
-        announce_snapshot(request.announce)
     started = time.perf_counter()
+    finished = _Finished(request.announce)
     delta = request.known == CACHE.generation
     known_names = CACHE.names
     variables = user_variables(shell.user_ns, shell.user_ns_hidden)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        records = CACHE.describe_all(variables[: request.max_variables], request.max_repr_chars, request.repr_timeout)
+        records = CACHE.describe_all(
+            variables[: request.max_variables], request.max_repr_chars, request.repr_timeout, finished.say
+        )
     unchanged = delta and len(CACHE.reused) == len(records) and CACHE.names == known_names
     if unchanged:
         records = []
     elif delta:
         records = [{"name": record["name"]} if record["name"] in CACHE.reused else record for record in records]
     if request.announce is not None:
-        announce_snapshot(request.announce, done=True)
+        announce_snapshot(request.announce, "done")
     result = _INSTALLED["wire"].SnapshotResult(
         generation=CACHE.generation,
         variables=records,
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - started - finished.seconds,
         omitted=max(0, len(variables) - request.max_variables),
         unchanged=unchanged,
     )
     return JsonText(clean_text(result.to_json()))
+
+
+class _Finished:
+    """The word that the cell finished, said to the file ``path`` (if any) once, when the snapshot is about to
+    run user code (:func:`announce_snapshot`): with the time the snapshot began, after the cell's output on
+    the kernel's own streams is handed over. ``seconds``: the time that took, the cell's rather than the
+    snapshot's (its output's)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path, self.began = path, repr(time.time())
+        self.streams = (sys.stdout, sys.stderr)  # the kernel's, before the snapshot's own redirection
+        self.said, self.seconds = path is None, 0.0
+
+    def say(self) -> None:
+        if self.said:
+            return
+        self.said = True
+        started = time.perf_counter()
+        announce_snapshot(self.path, self.began, self.streams)  # type: ignore[arg-type]
+        self.seconds = time.perf_counter() - started
 
 
 # The IPython shell, kept when the module is installed (install), so a cell that replaces
@@ -862,19 +917,19 @@ def _shell() -> Any:
     return _INSTALLED["shell"]
 
 
-def announce_snapshot(path: str, done: bool = False) -> None:
-    """Flush the cell's output, then write to ``path`` the request's id and the time: the cell has finished.
+def announce_snapshot(path: str, word: str, streams: Iterable[Any] = ()) -> None:
+    """Hand over the cell's output on ``streams``, then write to ``path`` the request's id and ``word``: the
+    time the cell finished, or ``done``.
 
     A file, written before the snapshot runs any user code, so it stands even when a ``__repr__`` then ends
     the process: the recorder knows the death, or the hang, was the snapshot's (a message could be lost).
     ``done``: the snapshot has run all user code it calls, so what fails later is the kernel's, not its.
     """
-    if not done:
-        for stream in (sys.stdout, sys.stderr):
-            hand_over(stream)
+    for stream in streams:
+        hand_over(stream)
     kernel = _INSTALLED.get("kernel")
     request = kernel.get_parent().get("header", {}).get("msg_id", "") if kernel is not None else ""
-    record = _INSTALLED["wire"].announcement(request, "done" if done else repr(time.time()))
+    record = _INSTALLED["wire"].announcement(request, word)
     # rewritten in place (the wire module's announcement): a half-written record fails its check and reads as no
     # announcement, as a missing file does; opened for each write, so no forked child inherits a descriptor of it
     marker = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
