@@ -582,12 +582,12 @@ def _container_fingerprint(value: Any) -> tuple[Any, ...]:
             sample.append(value[-1])
         return count, _items_key(sample)
     if isinstance(value, dict):
-        keys = list(itertools.islice(value, FINGERPRINT_ITEMS))  # the first ones and the last one
+        keys = tuple(map(id, itertools.islice(value, FINGERPRINT_ITEMS)))  # the first ones and the last one
         items = list(itertools.islice(value.values(), FINGERPRINT_ITEMS))
         if count > FINGERPRINT_ITEMS:
-            keys.append(next(reversed(value)))
+            keys += (id(next(reversed(value))),)
             items.append(next(reversed(value.values())))
-        return count, tuple(map(id, keys)), _items_key(items)
+        return count, keys, _items_key(items)
     return count, _items_key(list(itertools.islice(value, FINGERPRINT_ITEMS)))
 
 
