@@ -284,6 +284,20 @@ def test_memory_is_the_kernel_rss(kernel: Recorder) -> None:
     assert before > 10 * 2**20 and after - before > 80 * 2**20
 
 
+def test_memory_is_the_rss_psutil_reads_and_follows_the_kernel_across_a_restart(fresh_kernel: Recorder) -> None:
+    session = fresh_kernel.session
+    for turn in range(2):  # the kernel, then the process that replaced it
+        fresh_kernel.run_cell("block = b'x' * (64 * 2**20)", f"m{turn}")
+        read, rss = session.memory(), psutil.Process(session._process.pid).memory_info().rss
+        assert read is not None and read > 64 * 2**20 and abs(read - rss) < 4 * 2**20
+        fresh_kernel.restart()
+        renewed = session.memory()  # the new process, without the block
+        assert renewed is not None and renewed < read - 48 * 2**20
+    session._process.kill()
+    session._process.wait(10)
+    assert session.memory() is None  # ended: no other process's memory, whoever gets its pid
+
+
 def test_equal_states_hash_equal(kernel: Recorder) -> None:
     first = kernel.run_cell("hashed = 1", "h0").state_hash
     second = kernel.run_cell("other = 2", "h1").state_hash

@@ -24,6 +24,7 @@ from themisto.kernel.recorder import Recorder
 from themisto.kernel.snapshots import Snapshot, SnapshotReader
 from themisto.kernel.transport import Execution
 from themisto.recording.options import RecordOptions
+from themisto.trajectory import state_hash
 
 KERNEL_OPTIONS = RecordOptions(timeout=30, repr_timeout=5)  # the shared `kernel` fixture's (tests/conftest.py)
 
@@ -362,6 +363,18 @@ def test_an_unchanged_namespace_is_sent_with_no_name_a_changed_one_by_names_and_
     assert by_name["changed"].repr == "2" and by_name["kept"] == {v.name: v for v in full}["kept"]
     same = kernel.run_cell("pass", "same")
     assert same.runtime == step.runtime and same.state_hash == step.state_hash and same.snapshot_error is None
+
+
+def test_each_steps_state_hash_is_that_of_its_variables_whether_reused_or_not(kernel: Recorder) -> None:
+    # the reader hashes again only records it did not hash last: every step's hash still matches its variables
+    cells = ["a, b = [1], 2", "pass", "a.append(3)", "pass", "del b", "b = 2.5", "pass", "b = 5 / 2", "a.pop()"]
+    steps = [kernel.run_cell(code, f"h{number}") for number, code in enumerate(cells)]
+    assert all(step.state_hash == state_hash(step.runtime) for step in steps)
+    hashes = [step.state_hash for step in steps]
+    assert hashes[0] == hashes[1] != hashes[2] == hashes[3] != hashes[4] != hashes[5] == hashes[6] != hashes[8]
+    # an equal value in a new object: described again, a new record, the same hash
+    named = [{variable.name: variable for variable in step.runtime} for step in steps[6:8]]
+    assert hashes[7] == hashes[6] and named[1]["b"] is not named[0]["b"] and named[1]["b"] == named[0]["b"]
 
 
 def test_an_unchanged_snapshot_is_taken_only_after_a_known_one_and_with_no_variable() -> None:

@@ -225,7 +225,7 @@ class Recorder:
             execution_time=round(execution.elapsed, 6),
             memory_bytes=memory,
             runtime=variables,
-            state_hash=state_hash(variables, self._snapshots.variable_texts(variables)),
+            state_hash=self._snapshots.state_hash(variables),
             restarted=restarted,
             outputs=outputs,
             original_output=None if original_output is None else snapshot.clean_text(original_output),
