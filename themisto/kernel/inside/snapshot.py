@@ -765,6 +765,10 @@ class DescriptionCache:
         entries = {}
         records = []
         reused = set()
+        if any(_described_anew(self._entries.get(name), value) for name, value in variables):
+            # a description will run user code, whatever the fingerprints say: said before them, the cell's output,
+            # handed over, has their time to leave the kernel before user code that may end it runs
+            before_user_code()
         keys = _cache_keys([value for _, value in variables], timeout, before_user_code)
         for (name, value), key in zip(variables, keys, strict=True):
             cached = self._entries.get(name)
@@ -785,6 +789,12 @@ class DescriptionCache:
         return records
 
 
+def _described_anew(cached: tuple[Callable[[], Any], Hashable, dict[str, Any]] | None, value: Any) -> bool:
+    """Whether a variable whose cache entry is ``cached`` is described again, whatever its fingerprint: it has no
+    entry, or another object than the one its entry was made for."""
+    return cached is None or cached[0]() is not value
+
+
 def _cache_keys(values: list[Any], timeout: float, before_user_code: Callable[[], None]) -> list[Hashable | None]:
     """Each value's fingerprint; None: not cacheable.
 
@@ -794,18 +804,22 @@ def _cache_keys(values: list[Any], timeout: float, before_user_code: Callable[[]
     described again, under its own limit) and the rest go on under a new one.
     """
     keys: list[Hashable | None] = [None] * len(values)
-    guarded = []
-    for index, value in enumerate(values):
-        function, runs_user_code = _fingerprinter(type(value))
-        if runs_user_code and not _reads_attributes_plainly(type(value)):
-            guarded.append(index)
+    functions: list[Callable[[Any], Hashable | None] | None] = []  # None: guarded
+    for value in values:
+        found, runs_user_code = _fingerprinter(type(value))
+        functions.append(None if runs_user_code and not _reads_attributes_plainly(type(value)) else found)
+    guarded = [index for index, function in enumerate(functions) if function is None]
+    if guarded:
+        # before the other fingerprints: their time lets the cell's output, handed over, leave the kernel before
+        # user code that may end it runs
+        before_user_code()
+    for index, function in enumerate(functions):
+        if function is None:
             continue
         try:
-            keys[index] = function(value)
+            keys[index] = function(values[index])
         except BaseException:  # noqa: B036 -- a broken object is described again, never fatal
             continue
-    if guarded:
-        before_user_code()
     done = 0
     while done < len(guarded):
         try:
