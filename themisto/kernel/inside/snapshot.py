@@ -736,12 +736,15 @@ def _reference(value: Any) -> Callable[[], Any]:
         return lambda: value
 
 
+_Entry = tuple[Callable[[], Any], Hashable, dict[str, Any]]  # a reference to the object, its key, its description
+
+
 class DescriptionCache:
     """The previous snapshot's descriptions, reused for variables whose object is unchanged."""
 
     def __init__(self) -> None:
         # name -> (reference to the object, fingerprint and settings, description)
-        self._entries: dict[str, tuple[Callable[[], Any], Hashable, dict[str, Any]]] = {}
+        self._entries: dict[str, _Entry] = {}
         self.described = 0  # descriptions computed (not reused) since the cache was made
         self.generation = 0  # how many times describe_all has finished
         self.reused: set[str] = set()  # names whose description the last call took from the one before
@@ -765,14 +768,14 @@ class DescriptionCache:
         entries = {}
         records = []
         reused = set()
-        if any(_described_anew(self._entries.get(name), value) for name, value in variables):
+        kept = [_entry_of_same(self._entries.get(name), value) for name, value in variables]
+        if any(entry is None for entry in kept):
             # a description will run user code, whatever the fingerprints say: said before them, the cell's output,
             # handed over, has their time to leave the kernel before user code that may end it runs
             before_user_code()
         keys = _cache_keys([value for _, value in variables], timeout, before_user_code)
-        for (name, value), key in zip(variables, keys, strict=True):
-            cached = self._entries.get(name)
-            if key is not None and cached is not None and cached[0]() is value and cached[1] == key:
+        for (name, value), key, cached in zip(variables, keys, kept, strict=True):
+            if key is not None and cached is not None and cached[1] == key:
                 entries[name] = cached  # the same object, reference and description
                 records.append(cached[2])
                 reused.add(name)
@@ -789,10 +792,10 @@ class DescriptionCache:
         return records
 
 
-def _described_anew(cached: tuple[Callable[[], Any], Hashable, dict[str, Any]] | None, value: Any) -> bool:
-    """Whether a variable whose cache entry is ``cached`` is described again, whatever its fingerprint: it has no
-    entry, or another object than the one its entry was made for."""
-    return cached is None or cached[0]() is not value
+def _entry_of_same(cached: _Entry | None, value: Any) -> _Entry | None:
+    """A variable's cache entry ``cached`` if it was made for ``value`` itself; None: the variable is described
+    again, whatever its fingerprint (no entry, or one made for another object)."""
+    return cached if cached is not None and cached[0]() is value else None
 
 
 def _cache_keys(values: list[Any], timeout: float, before_user_code: Callable[[], None]) -> list[Hashable | None]:
