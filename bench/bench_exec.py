@@ -23,7 +23,7 @@ side, (scoring - replay - predictions) / runs, where each trajectory's replay
 and its scoring (``score_trajectory``, what exec-score runs per trajectory)
 run in lockstep: two kernels, one step of one side, then the same step of the
 other, their turns paired step by step (``_excess``: the kernels' starts and
-ends and the forked steps whole, the steps without predictions by a trimmed mean
+ends, the forked steps and the steps before them whole, the others by a trimmed mean
 of their differences), which side goes first alternating by trajectory. This machine's
 CPU speed drifts by up to 2x over tens of seconds (one import took 0.63 to 1.36 s
 of CPU time in fresh kernels of one kind), so whole runs of a minute compared one after
@@ -32,9 +32,12 @@ speed. And within the scoring run, (wall time
 of the prediction requests - the predictions' own time) / runs, which load
 changes do not bias; and, for scale, what a bare ``os.fork()`` and exit of
 the same kernel costs (the floor of a fork per prediction): taken in the
-scoring kernel itself just before each forked run, in a silent request of its
-own whose time is left out of the scoring run's, and averaged over the
-predictions it is the floor of.
+scoring kernel itself, in a silent request of its own whose time is left out
+of the scoring run's, just before each forked run of a request of its own, or
+just after the replay cell's request that a forked run rode on (the kernel the
+children were forked from), and averaged over the predictions it is the floor
+of. A run that rides on a cell's request counts as its time the kernel's clock
+of the run and of its check's snapshot, and the host's reading of them.
 Medians of 3 repetitions (``--quick``: 1 repetition of shard 0 of 4, about a
 quarter of the trajectories).
 """
@@ -136,25 +139,42 @@ def fork_floor(recorder: Any) -> float:
 
 
 @contextlib.contextmanager
-def _floors_before_forks(floors: list[tuple[float, int]], probing: list[float]) -> Iterator[None]:
-    """While it is open, each forked run of exec-score first takes a bare fork of the same kernel at the same step
+def _floors_before_forks(floors: list[tuple[float, int]], probing: dict[str, list[float]]) -> Iterator[None]:
+    """While it is open, each forked run of exec-score also takes a bare fork of the same kernel at the same step
     (``fork_floor``), kept in ``floors`` with the number of codes it is the floor of; ``probing`` gets the seconds
-    each took, which the scoring run's times leave out."""
+    each took, which the scoring run's times leave out: under ``forks`` those taken inside the time exec-score
+    counts as its forked runs' (before a run of a request of its own), under ``cells`` those outside it (after
+    a run that rode on a replay cell's request, in the kernel the children were forked from)."""
     from themisto.kernel.forking import ForkingSession
 
-    original = ForkingSession.fork_run
+    fork_run, run_cell_then_fork = ForkingSession.fork_run, ForkingSession.run_cell_then_fork
 
-    def fork_run(session: ForkingSession, codes: Sequence[str]) -> Any:
+    def probe(session: ForkingSession, codes: Sequence[str], where: str) -> None:
         started = time.perf_counter()
         floors.append((fork_floor(session.recorder), len(codes)))
-        probing.append(time.perf_counter() - started)
-        return original(session, codes)
+        probing[where].append(time.perf_counter() - started)
 
-    ForkingSession.fork_run = fork_run  # type: ignore[method-assign,assignment]
+    def probed_fork_run(session: ForkingSession, codes: Sequence[str]) -> Any:
+        probe(session, codes, "forks")
+        return fork_run(session, codes)
+
+    def probed_run_cell_then_fork(
+        session: ForkingSession, code: str, cell_id: str, then_fork: Sequence[str], interrupt_after: float | None = None
+    ) -> Any:
+        found = run_cell_then_fork(session, code, cell_id, then_fork, interrupt_after)
+        if found[1] is not None and found[1].results is not None:
+            probe(session, then_fork, "cells")
+        return found
+
+    ForkingSession.fork_run = probed_fork_run  # type: ignore[method-assign,assignment]
+    ForkingSession.run_cell_then_fork = probed_run_cell_then_fork  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
-        ForkingSession.fork_run = original  # type: ignore[method-assign]
+        ForkingSession.fork_run, ForkingSession.run_cell_then_fork = (  # type: ignore[method-assign]
+            fork_run,
+            run_cell_then_fork,
+        )
 
 
 class _Lockstep:
@@ -216,7 +236,7 @@ def _excess(scoring: Sequence[float], replay: Sequence[float], wanted: Container
         raise RuntimeError(f"{len(scoring)} turns of the scoring, {len(replay)} of its replay")
     whole, after, rest = 0.0, list[float](), list[float]()
     for number, (mine, theirs) in enumerate(zip(scoring, replay, strict=True)):
-        if number in (0, len(replay) - 1) or number in wanted:
+        if number in (0, len(replay) - 1) or number in wanted or number + 1 in wanted:
             whole += mine - theirs
         else:
             (after if number - 1 in wanted else rest).append(mine - theirs)
@@ -227,8 +247,9 @@ def _side_by_side(plans: list[Any], recorded: dict[str, Any], options: Any, repe
     """Per trajectory, its replay and its scoring (``score_trajectory``) in lockstep, which goes first alternating:
     the seconds of each side's turns, by how many the scoring's exceed the replay's, and the scoring's own figures.
 
-    The turns are paired step by step (``_excess``). The first and the last (the kernels' starts and ends) and those
-    of the steps with predictions count whole. The steps with none, the step after each such step apart from the
+    The turns are paired step by step (``_excess``). The first and the last (the kernels' starts and ends), those
+    of the steps with predictions and those of the steps before them (whose cell's request the next step's
+    predictions ride on, ``ForkingSession.run_cell_then_fork``) count whole. The steps with none, the step after each such step apart from the
     rest, count as their number times their trimmed mean difference (``_trimmed_mean``): a shift most of them
     share (the faults a fork leaves the replay) counts, and a cell that one side ran at the machine's slower speed
     (an import took 0.63 to 1.36 s of CPU in fresh kernels of one kind) does not outweigh the forks.
@@ -321,7 +342,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             replay.append(pairs["replay"])
             side.append(1000 * (pairs["excess"] - pairs["own"]) / pairs["runs"])
             floors: list[tuple[float, int]] = []
-            probing: list[float] = []
+            probing: dict[str, list[float]] = {"forks": [], "cells": []}
             started = time.perf_counter()
             with _floors_before_forks(floors, probing):
                 report = exec_score(
@@ -331,10 +352,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     options=options,
                     shard=shard,
                 )
-            scoring.append(time.perf_counter() - started - sum(probing))
+            scoring.append(time.perf_counter() - started - sum(map(sum, probing.values())))
             own.append(report.execution_seconds)
             runs = report.executions
-            within.append(1000 * (report.fork_seconds - sum(probing) - report.execution_seconds) / runs)
+            within.append(1000 * (report.fork_seconds - sum(probing["forks"]) - report.execution_seconds) / runs)
             floor.append(sum(ms * codes for ms, codes in floors) / sum(codes for _, codes in floors))
             print(
                 f"bench_exec: repetition {repetition + 1}: exec-score {scoring[-1]:.1f} s; turns, replay"

@@ -10,7 +10,9 @@ through a descriptor it inherits (its Landlock domain lets it open nothing there
 the times below, which are the requests' own. Printed, for the requests of the most common number of codes: each
 phase's mean and median in milliseconds, from the host's send to its last check, the cells' own time left out; the
 children's steps; and the overhead per prediction as ``bench_exec.py`` counts it within the run, beside the bare
-fork. A profile to read, no target; the probes cost the run about a second a trajectory.
+fork. A profile to read, no target; the probes cost the run about a second a trajectory. It profiles fork requests
+of their own: the run rides no fork on a replay cell's request (``ForkingSession.folds`` is off), where its phases
+would sit inside the cell's.
 
 Usage: ``OMP_NUM_THREADS=1 .venv/bin/python bench/exec_timeline.py [--shard K/N]``
 """
@@ -108,13 +110,14 @@ def _phases(request: dict[str, Any]) -> dict[str, float]:
 
 
 def _instrument(requests: list[dict[str, Any]], probing: list[float]) -> Callable[[], None]:
-    """Wrap ``ForkingSession.fork_run`` and ``changed_since`` to time each request and probe around it; the undo."""
+    """Wrap ``ForkingSession.fork_run`` and ``changed_since`` to time each request and probe around it, with no fork
+    riding on a cell's request; the undo."""
     from bench_exec import fork_floor
     from fork_timeline import WRAP
 
     from themisto.kernel.forking import ForkingSession
 
-    fork_run, changed_since = ForkingSession.fork_run, ForkingSession.changed_since
+    fork_run, changed_since, folds = ForkingSession.fork_run, ForkingSession.changed_since, ForkingSession.folds
 
     def timed_fork_run(session: ForkingSession, codes: Sequence[str]) -> Any:
         started = time.perf_counter()
@@ -148,9 +151,11 @@ def _instrument(requests: list[dict[str, Any]], probing: list[float]) -> Callabl
 
     ForkingSession.fork_run = timed_fork_run  # type: ignore[method-assign,assignment]
     ForkingSession.changed_since = timed_changed_since  # type: ignore[method-assign,assignment]
+    ForkingSession.folds = property(lambda session: False)  # type: ignore[method-assign,assignment]
 
     def undo() -> None:
         ForkingSession.fork_run, ForkingSession.changed_since = fork_run, changed_since  # type: ignore[method-assign]
+        ForkingSession.folds = folds  # type: ignore[method-assign]
 
     return undo
 

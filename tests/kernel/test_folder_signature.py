@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from themisto.kernel.forking import folder_signature
+from themisto.kernel.inside.fork import folder_signature
 
 
 def _tree(root: Path) -> None:

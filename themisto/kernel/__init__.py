@@ -16,7 +16,7 @@ kernel is the sub-package :mod:`themisto.kernel.inside` (standard library only).
 """
 
 from themisto.kernel.environment import FORK_ABI, has_credentials, kernel_environment
-from themisto.kernel.forking import ForkingSession, state_key
+from themisto.kernel.forking import ForkingSession, RiddenFork, state_key
 from themisto.kernel.inside.fork import copy_tree
 from themisto.kernel.inside.snapshot import clean_text
 from themisto.kernel.inside.wire import ChildResult
@@ -38,6 +38,7 @@ __all__ = [
     "ENVIRONMENT",
     "FORK_ABI",
     "ForkingSession",
+    "RiddenFork",
     "KernelOptions",
     "MEMORY_ADDRESS",
     "OutputCollector",

@@ -12,7 +12,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import stat
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from pathlib import Path
 from themisto.kernel import inject
 from themisto.kernel.environment import FORK_ABI
 from themisto.kernel.inside import fork, wire
+from themisto.kernel.inside.fork import folder_signature
 from themisto.kernel.options import KernelOptions
 from themisto.kernel.outputs import normalize_output
 from themisto.kernel.recorder import Recorder
@@ -49,38 +49,19 @@ class Checkpoint:
     folder: tuple[tuple[str, int, int, int], ...]  # (path, mode, size, mtime) of every entry
 
 
-def folder_signature(root: Path) -> tuple[tuple[str, int, int, int], ...]:
-    """Every entry under ``root`` with its type, size and modification time (links not followed).
+@dataclass(frozen=True)
+class RiddenFork:
+    """A forked run that rode on the request of a replay's cell (:meth:`ForkingSession.run_cell_then_fork`)."""
 
-    Taken twice around every forked run, by ``os.scandir`` with each entry's path built from its folder's (a
-    ``relpath`` per entry cost as much as the rest).
-    """
-    entries = []
-    folders = [(str(root), "")]
-    while folders:
-        folder, prefix = folders.pop()
-        try:
-            with os.scandir(folder) as listing:
-                found = list(listing)
-        except OSError:  # vanished or unreadable: the walk after says so
-            continue
-        for entry in found:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:  # vanished while walked
-                continue
-            relative = prefix + entry.name
-            if stat.S_ISDIR(info.st_mode):
-                entries.append((relative, info.st_mode, 0, info.st_mtime_ns))
-                folders.append((entry.path, relative + os.sep))
-            else:
-                entries.append((relative, info.st_mode, info.st_size, info.st_mtime_ns))
-    return tuple(sorted(entries))
+    results: list[wire.ChildResult] | None  # None: no result to use (the run broke, or its answer was unreadable)
+    checkpoint: Checkpoint | None  # the replay as the children were forked from it; None: not known
+    broken: bool  # the kernel stopped or overran during the run, after the cell: it was restarted, the replay lost
+    seconds: float  # the run's and its check's own time in the kernel
 
 
 def folder_bytes(root: Path) -> int:
     """The bytes of the regular files under ``root``, what a copy of it writes (links not followed)."""
-    return sum(size for _, mode, size, _ in folder_signature(root) if stat.S_ISREG(mode))
+    return fork.regular_bytes(folder_signature(root))
 
 
 def _is_memory_file_system(path: Path) -> bool:
@@ -214,8 +195,68 @@ class ForkingSession:
 
     # forked runs
 
-    def fork_request(self, codes: Sequence[str]) -> wire.ForkRequest:
-        """The request that runs ``codes`` in forked children; each code goes to a file of its own."""
+    def run_cell_then_fork(
+        self, code: str, cell_id: str, then_fork: Sequence[str], interrupt_after: float | None = None
+    ) -> tuple[Step, RiddenFork | None]:
+        """The replay's cell, recorded; then, in the same request, ``then_fork`` run in forked children and the
+        check that they left the replay alone, where :attr:`folds` (None: they did not run, the cell raised or
+        was stopped).
+
+        The children are forked from the replay as the cell left it, as a request of their own would, one round
+        trip sooner: the kernel walks the working folder before its first fork (the check's "before"), the
+        children's snapshots name the generation the cell's snapshot makes, and the check's snapshot follows the
+        run (confined children reach none of the kernel's channels, see :meth:`fork_execution`).
+        """
+        if not then_fork or not self.folds:
+            return self.run_cell(code, cell_id, interrupt_after), None
+        known = self.recorder.known_generation()
+        named = known + 1 if known >= 0 else -1  # what the cell's snapshot makes; -1: everything in full
+        request = self.fork_request(then_fork, after_cell=True, known=named)
+        check = replace(self.recorder.snapshot_request(), known=named, announce=None)
+        more = {"fork": inject.fork_run_expression(request), "check": inject.snapshot_expression(check)}
+        try:
+            step, execution = self.recorder.run_cell_then(
+                code, cell_id, more, self._fork_limit(len(then_fork), len(more)), interrupt_after=interrupt_after
+            )
+        finally:
+            for path in request.code_files:  # the kernel deletes them; not if it never got to them
+                Path(path).unlink(missing_ok=True)
+        answers = (execution.reply or {}).get("content", {}).get("user_expressions", {})
+        began = execution.more_started or "fork" in answers  # ipykernel evaluates nothing after a cell that raised
+        if began and (execution.broken or execution.timed_out):
+            # the kernel died or overran after the cell (an interrupt read past the snapshot's end among them): the
+            # replay, and the step's snapshot, are not to be trusted
+            if not execution.broken:
+                self.recorder.restart()
+            return step, RiddenFork(None, None, True, 0.0)
+        if not began:
+            return step, None  # the cell raised, overran or killed the kernel: nothing was forked
+        before = self.before()
+        answer = _fork_answer(answers.get("fork"))
+        folder = _signature(answer.folder) if answer is not None else None
+        checkpoint = None if folder is None else Checkpoint(before, folder)
+        if answer is None or folder is None or (named >= 0 and self.recorder.known_generation() != named):
+            # an answer the notebook's code broke, or children's snapshots naming one the host did not take whole
+            self._after_fork = None
+            return step, RiddenFork(None, checkpoint, False, 0.0)
+        self._after_fork = self.recorder.read_snapshot(execution, "check")
+        seconds = answer.seconds + self._after_fork.seconds
+        # the step's time is the cell's: the request's, less its snapshot's (the recorder's) and the run's
+        step = replace(step, execution_time=round(max(step.execution_time - seconds, 0.0), 6))
+        results = answer.children if len(answer.children) == len(then_fork) else None
+        return step, RiddenFork(results, checkpoint, False, seconds)
+
+    @property
+    def folds(self) -> bool:
+        """Whether a forked run may ride on the replay's cell request (:meth:`run_cell_then_fork`): its children are
+        confined, so the check needs no request of its own."""
+        return self._checks_in_fork_request
+
+    def fork_request(self, codes: Sequence[str], after_cell: bool = False, known: int = -1) -> wire.ForkRequest:
+        """The request that runs ``codes`` in forked children; each code goes to a file of its own.
+
+        ``after_cell``: it rides on a cell's request, whose snapshot makes the generation ``known`` that the
+        children's snapshots name (see :meth:`run_cell_then_fork`)."""
         self._requests += 1
         files = []
         for number, code in enumerate(codes):
@@ -227,30 +268,39 @@ class ForkingSession:
             with open(descriptor, "w", encoding="utf-8") as file:
                 file.write(code)
             files.append(path)
+        snapshot = replace(self.recorder.snapshot_request(), announce=None)
         return wire.ForkRequest(
             code_files=files,
             timeout=self.options.timeout,
             max_raw_output_chars=self.options.max_raw_output_chars,
             root=str(self.workdir),
-            scratch=str(self.children_place(len(codes))),
+            # after a cell the kernel chooses, by the folder as the cell left it
+            scratch=str(self.scratch if after_cell else self.children_place(len(codes))),
             confine=self.recorder.sandbox.confined,
-            # the children's snapshots name the variables unchanged since the recorder's last one, and announce
-            # nothing (the recorder's file is not theirs to write)
-            snapshot=replace(self.recorder.snapshot_request(), announce=None),
+            # the children's snapshots name the variables unchanged since the recorder's last one (or the one the
+            # cell's makes), and announce nothing (the recorder's file is not theirs to write)
+            snapshot=replace(snapshot, known=known) if after_cell else snapshot,
+            after_cell=after_cell,
+            memory=None if self.memory is None or not after_cell else str(self.memory),
+            memory_bytes=self.memory_room() if after_cell else 0,
         )
 
     def children_place(self, count: int) -> Path:
         """Where ``count`` children's private folders go: :attr:`memory` while their copies of the working folder
         take at most a :data:`MEMORY_SHARE` of its free space and :data:`MEMORY_MAX_BYTES`, else ``scratch``."""
-        if self.memory is None:
+        if self.memory is None or count * folder_bytes(self.workdir) > self.memory_room():
             return self.scratch
+        return self.memory
+
+    def memory_room(self) -> int:
+        """The bytes a request's copies may take in :attr:`memory` (0 where there is none)."""
+        if self.memory is None:
+            return 0
         try:
             room = os.statvfs(self.memory)
         except OSError:
-            return self.scratch
-        needed = count * folder_bytes(self.workdir)
-        fits = needed <= min(MEMORY_MAX_BYTES, room.f_bavail * room.f_frsize // MEMORY_SHARE)
-        return self.memory if fits else self.scratch
+            return 0
+        return min(MEMORY_MAX_BYTES, room.f_bavail * room.f_frsize // MEMORY_SHARE)
 
     @property
     def _checks_in_fork_request(self) -> bool:
@@ -267,15 +317,20 @@ class ForkingSession:
             # making can be waiting behind this one, and the check needs no round trip of its own
             expressions["snapshot"] = self.recorder.snapshot_expression()
         try:
-            # Each child has its time to get ready (its copy of the folder), its timeout for the cell and again
-            # for the snapshot, and a few seconds to answer the parent between them; the forks and reaps take
-            # the rest, and the replay's own snapshot a timeout.
-            each = fork.READY_SECONDS + 2 * self.options.timeout + fork.ACK_SECONDS
-            limit = len(codes) * each + KERNEL_START_TIMEOUT
-            return self.recorder.request(expressions, limit + self.options.timeout * (len(expressions) - 1))
+            return self.recorder.request(expressions, self._fork_limit(len(codes), len(expressions)))
         finally:
             for path in request.code_files:  # the kernel deletes them; not if it never got to them
                 Path(path).unlink(missing_ok=True)
+
+    def _fork_limit(self, count: int, expressions: int) -> float:
+        """Seconds a request of ``expressions`` user expressions, one a forked run of ``count`` codes, may take.
+
+        Each child has its time to get ready (its copy of the folder), its timeout for the cell and again for the
+        snapshot, and a few seconds to answer the parent between them; the forks and reaps take the rest, and each
+        other expression (a snapshot) a timeout.
+        """
+        each = fork.READY_SECONDS + 2 * self.options.timeout + fork.ACK_SECONDS
+        return count * each + KERNEL_START_TIMEOUT + self.options.timeout * (expressions - 1)
 
     def fork_run(self, codes: Sequence[str]) -> list[wire.ChildResult] | None:
         """Each code's result in a forked child of the kernel; None if the kernel died (it has been restarted)."""
@@ -324,6 +379,30 @@ class ForkingSession:
         if now.error is not None or not _same_state(now.variables, checkpoint.namespace):
             return "the replay's namespace"
         return None
+
+
+def _fork_answer(answer: object) -> wire.ForkResult | None:
+    """The ``fork.run`` answer of a user expression's result; None where it failed or is malformed."""
+    if not isinstance(answer, dict) or answer.get("status") != "ok":
+        return None
+    try:
+        return wire.ForkResult.from_json(answer["data"]["text/plain"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _signature(entries: list[object] | None) -> tuple[tuple[str, int, int, int], ...] | None:
+    """A :func:`folder_signature` the kernel sent as JSON; None where it is not one."""
+    if entries is None:
+        return None
+    found = []
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 4 and type(entry[0]) is str):
+            return None
+        if not all(type(number) is int for number in entry[1:]):
+            return None
+        found.append((entry[0], entry[1], entry[2], entry[3]))
+    return tuple(found)
 
 
 def _same_state(variables: Sequence[Variable], before: dict[str, Variable]) -> bool:

@@ -181,6 +181,20 @@ class Recorder:
         ``interrupt_after`` interrupts the cell that many seconds after it starts, as its source's
         user did (a cell that finishes sooner is not interrupted).
         """
+        return self.run_cell_then(code, cell_id, {}, 0.0, original_output, interrupt_after)[0]
+
+    def run_cell_then(
+        self,
+        code: str,
+        cell_id: str,
+        more: Mapping[str, str],
+        more_seconds: float,
+        original_output: str | None = None,
+        interrupt_after: float | None = None,
+    ) -> tuple[Step, Execution]:
+        """:meth:`run_cell`, with ``more`` user expressions evaluated after the snapshot within ``more_seconds``
+        (see :meth:`KernelSession.execute`); the execution too, for the caller to read their answers. The step's
+        ``execution_time`` is the whole request's less the snapshot's: the caller takes the rest's off."""
         if self._snapshots.reinstall:
             self._install(again=True)
         # the snapshot rides on the cell's own request: evaluated after the cell, outside history
@@ -188,8 +202,9 @@ class Recorder:
             code,
             silent=False,
             timeout=self.options.timeout,
-            user_expressions={"snapshot": self.snapshot_expression()},
+            user_expressions={"snapshot": self.snapshot_expression(), **more},
             interrupt_after=interrupt_after,
+            more_seconds=more_seconds if more else None,
         )
         restarted, self._restarted = self._restarted, False
         error, outputs = _error_and_outputs(execution, self.options.timeout)
@@ -236,7 +251,7 @@ class Recorder:
             interrupt_after=interrupt_after,
         )
         self.next_step += 1
-        return step
+        return step, execution
 
     def stopped_step(self, code: str, cell_id: str, original_output: str | None = None) -> Step:
         """The step an earlier recording was running when it stopped, recorded without running it again.
@@ -311,12 +326,17 @@ class Recorder:
         """A snapshot of the namespace now, in a silent request of its own (as after a cell that raised)."""
         return self.read_snapshot(self.request({"snapshot": self.snapshot_expression()}, self.options.timeout))
 
-    def read_snapshot(self, execution: Execution) -> Snapshot:
-        """The snapshot a silent request's ``snapshot`` expression took; the kernel is restarted if it stopped."""
+    def read_snapshot(self, execution: Execution, name: str = "snapshot") -> Snapshot:
+        """The snapshot a silent request's expression ``name`` took; the kernel is restarted if it stopped."""
         if execution.broken:
             self.restart()
             return Snapshot([], error="the kernel stopped while taking the snapshot")
-        return self._snapshots.read(execution, self.next_step) or Snapshot([], error="the snapshot was not evaluated")
+        found = self._snapshots.read(execution, self.next_step, name)
+        return found or Snapshot([], error="the snapshot was not evaluated")
+
+    def known_generation(self) -> int:
+        """The kernel-side generation of the last snapshot received (-1: none known)."""
+        return self._snapshots.generation
 
     def request(self, user_expressions: dict[str, str], timeout: float) -> Execution:
         """One silent request that runs no code and evaluates ``user_expressions``; it ends at its reply (its

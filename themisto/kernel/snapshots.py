@@ -69,6 +69,11 @@ class SnapshotReader:
             None if announce is None else str(announce),
         )
 
+    @property
+    def generation(self) -> int:
+        """The kernel-side generation of the last snapshot received; -1: none is known."""
+        return self._known[0]
+
     def forget(self) -> None:
         """Forget the last snapshot (a new kernel process, or a lost snapshot): the next comes in full."""
         self._known = (-1, {})
@@ -78,9 +83,10 @@ class SnapshotReader:
         generation, entries = self._known
         return None if generation < 0 else {name: entry[0] for name, entry in entries.items()}
 
-    def read(self, execution: Execution, step: int) -> Snapshot | None:
-        """The checked snapshot in ``execution``'s reply for ``step``; None if it was not evaluated."""
-        result = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("snapshot")
+    def read(self, execution: Execution, step: int, name: str = "snapshot") -> Snapshot | None:
+        """The checked snapshot of the expression ``name`` in ``execution``'s reply for ``step``; None if it was not
+        evaluated."""
+        result = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get(name)
         if result is None:
             return None
         if not isinstance(result, dict) or result.get("status") != "ok":

@@ -81,6 +81,8 @@ class Execution:
     # hang or timeout after that word is the snapshot's fault, not the cell's.
     cell_seconds: float | None = None
     timed_out_at: float | None = None  # seconds from the request to the recorder's interrupt for --timeout
+    # the cell and its snapshot ended and the request's further user expressions began (``more_seconds``)
+    more_started: bool = False
 
     @property
     def broken(self) -> bool:
@@ -224,6 +226,7 @@ class KernelSession:
         user_expressions: dict[str, str] | None = None,
         interrupt_after: float | None = None,
         until_idle: bool = True,
+        more_seconds: float | None = None,
     ) -> Execution:
         """Send one execute request and wait for its reply and its outputs, within ``timeout``.
 
@@ -238,6 +241,11 @@ class KernelSession:
         without it (a request whose outputs belong to no step) the request ends at its reply, and the kernel's
         flushes and idle status after the reply overlap the caller's next work (a later request's own messages
         are told from them by their parent).
+
+        ``more_seconds``: the user expressions after the snapshot (a forked run that rides on the cell's request)
+        may run this long. ``timeout`` still bounds the cell and its snapshot: once the snapshot's end is in the
+        kernel's file (read as the request runs, and again before the timeout's interrupt), the limit becomes
+        ``more_seconds`` from then, and the execution says so (``more_started``).
         """
         import zmq
 
@@ -274,7 +282,11 @@ class KernelSession:
                 # for the grace, not the timeout
                 look_at = now + POLL_INTERVAL
                 if self._announced(msg_id) == "done":
-                    finished, silent_after = True, now + SILENT_KERNEL_GRACE
+                    if more_seconds is None:
+                        finished, silent_after = True, now + SILENT_KERNEL_GRACE
+                    elif not execution.more_started:
+                        # the file says nothing more until the reply: the rest is waited for up to its own limit
+                        execution.more_started, deadline = True, now + more_seconds
             if silent_after is not None and now > silent_after and self._manager.is_alive():
                 execution.unresponsive = (
                     f"finished the cell without a reply within {SILENT_KERNEL_GRACE:g} s"
@@ -283,6 +295,10 @@ class KernelSession:
                 )
                 break
             remaining = deadline - now
+            if remaining <= 0 and more_seconds is not None and not execution.more_started:
+                if self._announced(msg_id) == "done":  # the snapshot ended since the file was last read
+                    execution.more_started, deadline = True, now + more_seconds
+                    continue
             if remaining <= 0:
                 if execution.timed_out or execution.reply is not None:
                     execution.wedged = execution.reply is None
@@ -319,6 +335,9 @@ class KernelSession:
                     execution.collector.add(msg)
         if execution.reply is None:
             execution.elapsed = time.monotonic() - started
+        if more_seconds is not None and not execution.more_started and execution.reply is None:
+            # a kernel that ended within a poll of the snapshot's end ended after the cell
+            execution.more_started = self._announced(msg_id) == "done"
         if execution.timed_out or execution.broken:
             seconds = self._cell_seconds(msg_id, wall_started)
             # a snapshot that began only after the timeout's interrupt follows a cell that overran

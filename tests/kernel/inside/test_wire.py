@@ -31,7 +31,8 @@ def test_no_kernel_side_entry_point_has_a_default_of_its_own() -> None:
 
 
 def test_a_fork_request_round_trips_with_its_nested_snapshot_request() -> None:
-    request = wire.ForkRequest(["/s/0.py"], 5.0, 100, "/w", "/s", True, wire.SnapshotRequest(10, 1.0, 3, 4, "/a"))
+    snapshot = wire.SnapshotRequest(10, 1.0, 3, 4, "/a")
+    request = wire.ForkRequest(["/s/0.py"], 5.0, 100, "/w", "/s", True, snapshot, True, "/m", 1 << 20)
     assert wire.ForkRequest.from_json(request.to_json()) == request
 
 
@@ -77,8 +78,10 @@ def test_every_result_a_child_can_send_is_a_child_result(monkeypatch: pytest.Mon
     assert made[4].snapshot == '{"generation": 0}' and made[5].snapshot_error is not None
     # the cell's time is at most what the parent saw
     assert fork._outcome([ran.to_json(), fork.ACK_FRAME], False, 0, 1.0, 0.25).seconds == 0.25
-    answer = wire.ForkResult(made).to_json()
-    assert wire.ForkResult.from_json(answer) == wire.ForkResult(made)  # what the host decodes, field for field
+    for folder in (None, [["a.csv", 0o100644, 3, 1_700_000_000_000_000_000]]):
+        answer = wire.ForkResult(made, folder, 0.5).to_json()
+        # what the host decodes, field for field
+        assert wire.ForkResult.from_json(answer) == wire.ForkResult(made, folder, 0.5)
     with pytest.raises(wire.WireError, match="snapshot"):
         wire.ChildResult.from_dict({**json.loads(made[0].to_json()), "snapshot": 3})
 

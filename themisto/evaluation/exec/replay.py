@@ -8,6 +8,12 @@ trajectory again from its first step in a fresh copy of the working folder, and 
 at a time, each checked: the one that changed the replay is marked ``tampered`` (scored 0) and the replay
 restored again before the next. Then the developer's cell runs in the replay, which gives the output and
 state the predictions are compared with and moves the replay on.
+
+Where the children are confined, the forked run and its check mostly ride on the request of the cell before the
+step (:meth:`_finish_then_fork`): the kernel runs that cell, takes its snapshot, notes its working folder, forks,
+and takes the check's snapshot, all in one request. Not where the kernel restarts between the two, the user
+interrupted the cell, or the cell raised (ipykernel then evaluates nothing after it): there the step forks in a
+request of its own, as above.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from themisto.kernel import (
     ForkingSession,
     KernelOptions,
     OutputCollector,
+    RiddenFork,
     Stopped,
     copy_tree,
     normalize_output,
@@ -235,6 +242,7 @@ class _Replay:
         scratch.mkdir()
         self.session = ForkingSession(result.trajectory_id, self.work, options, scratch, stop=stop)
         self.fresh = True  # the kernel has run nothing since it (re)started
+        self.folding = True  # a step's codes may be forked on the request of the cell before it
 
     def _reset_folder(self) -> None:
         """The working folder as the trajectory starts: a copy of the ``workdir`` option, or empty."""
@@ -246,8 +254,10 @@ class _Replay:
             self.work.mkdir()
 
     def run(self, wanted: dict[int, list[str]], on_scored: Callable[[TrajectoryScores, int], None] | None) -> None:
+        steps = self.steps[: max(wanted) + 1]
         with self.session:
-            for step in self.steps[: max(wanted) + 1]:
+            ridden: dict[str, Outcome] = {}  # this step's outcomes, forked on the request of the cell before it
+            for index, step in enumerate(steps):
                 self._prepare(step)
                 codes = wanted.get(step.step)
                 if step.recording_stopped:
@@ -256,11 +266,13 @@ class _Replay:
                     self._finish(step)
                     if codes:
                         self.result.exclude(step, codes)
+                    ridden = {}
                 else:
                     started = time.perf_counter()
-                    outcomes = self._predictions(step, codes) if codes else None
+                    outcomes = self._predictions(step, codes, ridden) if codes else None
                     self.result.fork_seconds += time.perf_counter() - started
-                    replayed = self._finish(step)
+                    following = steps[index + 1] if index + 1 < len(steps) else None
+                    replayed, ridden = self._finish_then_fork(step, following, wanted)
                     if codes and outcomes is not None and replayed is not None:
                         self.result.add(step, replayed, codes, outcomes)
                 if codes and on_scored is not None:
@@ -277,30 +289,84 @@ class _Replay:
 
     def _finish(self, step: RecordedStep) -> Step | None:
         """Run ``step``'s cell in the replay, as recorded (None for a cell that stopped a recording)."""
+        return self._finish_then_fork(step, None, {})[0]
+
+    def _finish_then_fork(
+        self, step: RecordedStep, following: RecordedStep | None, wanted: dict[int, list[str]]
+    ) -> tuple[Step | None, dict[str, Outcome]]:
+        """:meth:`_finish`, and where it can, the outcomes of the codes ``wanted`` at the ``following`` step
+        forked on the cell's own request, one round trip sooner (``ForkingSession.run_cell_then_fork``);
+        where the replay was restored after them, ``step`` as replayed again."""
         if step.recording_stopped:
             self.session.skip_stopped()
             self.fresh = True
-            return None
+            return None, {}
+        codes = self._ridable(step, following, wanted)
         # the user's interrupt too: a cell they stopped must not run on and leave another state
-        replayed = self.session.run_cell(step.code, step.cell_id, interrupt_after=step.interrupt_after)
+        replayed, ridden = self.session.run_cell_then_fork(
+            step.code, step.cell_id, codes, interrupt_after=step.interrupt_after
+        )
         self.fresh = replayed.error is not None and replayed.error.get("ename") == DEAD_KERNEL_ERROR
-        return replayed
+        if ridden is None or following is None:
+            return replayed, {}
+        started = time.perf_counter()
+        outcomes, again = self._ridden_outcomes(following, codes, ridden)
+        self.result.fork_seconds += ridden.seconds + time.perf_counter() - started
+        return again or replayed, dict(zip(codes, outcomes, strict=True)) if outcomes is not None else {}
 
-    def _restore(self, step: RecordedStep) -> None:
-        """The replay as it was before ``step``'s predictions: the trajectory run again from its start."""
+    def _ridable(self, step: RecordedStep, following: RecordedStep | None, wanted: dict[int, list[str]]) -> list[str]:
+        """The codes of the ``following`` step that may be forked on ``step``'s cell request: none where the kernel
+        restarts between them, the user interrupted the cell, or the session cannot fold (blank codes are known
+        without a fork, :meth:`_predictions`)."""
+        if following is None or not self.folding or not self.session.folds:
+            return []
+        if following.restarted or following.recording_stopped or step.interrupt_after is not None:
+            return []
+        return [code for code in wanted.get(following.step, []) if code.strip()]
+
+    def _ridden_outcomes(
+        self, step: RecordedStep, codes: list[str], ridden: RiddenFork
+    ) -> tuple[list[Outcome] | None, Step | None]:
+        """The outcomes of ``codes`` at ``step`` from a run that rode on the cell before it (None: they are forked
+        the usual way, before ``step``), and that cell replayed again where the replay was restored.
+
+        The run's outcomes count where the replay is as the children were forked from it; else, or where the
+        kernel stopped during the run, the replay is restored and the codes run one at a time (as
+        :meth:`_fork_all`). An answer the notebook's code made unreadable leaves the codes to their usual fork,
+        in a replay checked (or restored) first, and ends the folding for this trajectory.
+        """
+        if ridden.results is not None and ridden.checkpoint is not None:
+            if self.session.changed_since(ridden.checkpoint) is None:
+                before = ridden.checkpoint.namespace or {}
+                state_of = partial(self.session.child_state, before=before)
+                return [parse_outcome(result, self.options, state_of) for result in ridden.results], None
+        elif not ridden.broken:
+            self.folding = False
+            if ridden.checkpoint is not None and self.session.changed_since(ridden.checkpoint) is None:
+                return None, None
+            return None, self._restore(step)
+        again = self._restore(step)
+        return self._one_at_a_time(step, codes), again
+
+    def _restore(self, step: RecordedStep) -> Step | None:
+        """The replay as it was before ``step``'s predictions: the trajectory run again from its start; the step
+        before ``step`` as replayed again (None: none, or one that stopped a recording)."""
         self.result.restores += 1
         self._reset_folder()
         self.session.restart()
         self.fresh = True
+        replayed = None
         for earlier in self.steps[: step.step]:
             self._prepare(earlier)
-            self._finish(earlier)
+            replayed = self._finish(earlier)
         self._prepare(step)
+        return replayed
 
-    def _predictions(self, step: RecordedStep, codes: list[str]) -> list[Outcome]:
-        """The outcomes of ``codes`` in the state before ``step``, the replay left as it was."""
+    def _predictions(self, step: RecordedStep, codes: list[str], ridden: dict[str, Outcome]) -> list[Outcome]:
+        """The outcomes of ``codes`` in the state before ``step``, the replay left as it was; those ``ridden``
+        already forked on the last cell's request are taken as they are."""
         before = self.session.before()
-        outcomes: dict[str, Outcome] = {}
+        outcomes: dict[str, Outcome] = {code: ridden[code] for code in codes if code in ridden}
         if before is not None and any(not code.strip() for code in codes):
             # IPython returns at once for a blank cell (no code, no output, no event): its outcome is known (and its
             # state's key is taken only then: 0.5 ms for 32 variables, inside every step's forked run)
@@ -323,6 +389,11 @@ class _Replay:
                 for result in results
             ]
         self._restore(step)
+        return self._one_at_a_time(step, codes)
+
+    def _one_at_a_time(self, step: RecordedStep, codes: list[str]) -> list[Outcome]:
+        """The outcomes of ``codes`` in a restored replay, forked one at a time, each checked: one that changed the
+        replay (or killed the kernel) is marked, and the replay restored before the next."""
         # a replay that changes by itself (a thread of the notebook's, say) cannot tell a prediction's doing
         checks = self.session.changed_since(self.session.checkpoint()) is None
         outcomes = []

@@ -7,8 +7,9 @@ compiled, to the kernel, which executes it into a private module registered
 as ``sys.modules["_themisto_fork"]`` (no user name is bound, as with
 :mod:`themisto.kernel.inside.snapshot`), and evaluates :func:`run` on a
 :class:`~themisto.kernel.inside.wire.ForkRequest` as the ``user_expression`` of a
-silent execute request. :func:`run` first opens every cell's code file and
-deletes it, so the kernel never holds a cell's text; then for each cell it:
+silent execute request, or of the replay cell's own request, after its snapshot (``after_cell``: the kernel then
+walks its working folder first, for the check after the run, see :func:`folder_signature`). :func:`run` first
+opens every cell's code file and deletes it, so the kernel never holds a cell's text; then for each cell it:
 
 1. forks the kernel process (``os.fork``): the child has the parent's whole
    state, copy-on-write, and the parent's state is untouched by what the child
@@ -39,7 +40,8 @@ deletes it, so the kernel never holds a cell's text; then for each cell it:
    temporary folder into its private folder; points file descriptors 1 and 2 at a
    pipe the kernel reads itself (:class:`FdOutput`), and ``sys.stdout``/``sys.stderr`` at capturing streams that
    flush the way ipykernel's do (before every rich output, on ``flush()``, at
-   the end, and once a write is 0.2 s old); replaces ``send`` of the kernel's
+   the end, and once a write is 0.2 s old), dropping the text ipykernel's streams held unsent at the fork (the
+   replay cell's, see :func:`_drop_unsent`); replaces ``send`` of the kernel's
    ``Session`` objects with a capture, so every message the shell would publish
    (``display_data``, ``execute_result``, ``error`` tracebacks, ``clear_output``,
    comm traffic) is kept in order and nothing reaches the kernel's sockets;
@@ -248,6 +250,41 @@ def _private_cwd(root: str, copy: str) -> str:
     return os.path.join(copy, relative)
 
 
+def folder_signature(root: str | os.PathLike[str]) -> tuple[tuple[str, int, int, int], ...]:
+    """Every entry under ``root`` with its type, size and modification time (links not followed).
+
+    The check that a forked run left the replay's folder alone compares two of them: the host takes both, or the
+    kernel the first, just before its first fork, where the run rides on a cell's request (``run``). By
+    ``os.scandir``, each entry's path built from its folder's (a ``relpath`` per entry cost as much as the rest).
+    """
+    entries = []
+    folders = [(str(root), "")]
+    while folders:
+        folder, prefix = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                found = list(listing)
+        except OSError:  # vanished or unreadable: the walk after says so
+            continue
+        for entry in found:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:  # vanished while walked
+                continue
+            relative = prefix + entry.name
+            if stat.S_ISDIR(info.st_mode):
+                entries.append((relative, info.st_mode, 0, info.st_mtime_ns))
+                folders.append((entry.path, relative + os.sep))
+            else:
+                entries.append((relative, info.st_mode, info.st_size, info.st_mtime_ns))
+    return tuple(sorted(entries))
+
+
+def regular_bytes(signature: Sequence[Sequence[Any]]) -> int:
+    """The bytes of the regular files of a :func:`folder_signature`: what a copy of the folder writes."""
+    return sum(size for _, mode, size, _ in signature if stat.S_ISREG(mode))
+
+
 # --- capture in the child -------------------------------------------------------------------
 
 
@@ -380,7 +417,26 @@ def _isolate(capture: Capture, fd_output: int) -> None:
     os.dup2(fd_output, 1)
     os.dup2(fd_output, 2)
     os.close(fd_output)
+    _drop_unsent(sys.stdout, sys.stderr)
     sys.stdout, sys.stderr = capture.streams["stdout"], capture.streams["stderr"]
+
+
+def _drop_unsent(*streams: Any) -> None:
+    """Drop the text ipykernel's ``streams`` held unsent when the child was forked.
+
+    A run that rides on the replay's cell request forks before ipykernel sends the cell's last output (it flushes
+    at the request's end), and a stream kept from before the fork (a logging handler's) flushes, in a child, at
+    once and through the capture: that text is the replay's, never the child's. Only this thread runs here, so
+    the buffers are cleared without their lock (its holder at the fork may be a thread the child does not have).
+    """
+    for stream in streams:
+        buffers = getattr(stream, "_buffers", None)  # ipykernel 7: one buffer per parent request
+        if isinstance(buffers, dict):
+            buffers.clear()
+        buffer = getattr(stream, "_buffer", None)  # ipykernel 6
+        if isinstance(buffer, io.StringIO):
+            buffer.seek(0)
+            buffer.truncate()
 
 
 # The omp_set_num_threads functions of the loaded OpenMP runtimes, found in the parent and called in each
@@ -1156,6 +1212,14 @@ def run(request: ForkRequest) -> Any:
     at the next request, so their exits (unmapping a copy of a large kernel) and the deletions overlap the next cells
     and the next child's readiness.
     """
+    started = time.perf_counter()
+    folder = None
+    if request.after_cell:
+        # the replay's cell has just run in this request: the folder as it left it is the check's "before", and
+        # its size, not the one the host saw a cell ago, decides where the copies go
+        folder = folder_signature(request.root)
+        fits = len(request.code_files) * regular_bytes(folder) <= request.memory_bytes
+        request = dataclasses.replace(request, scratch=request.memory if request.memory and fits else request.scratch)
     code_fds: list[int] = []
     try:
         for path in request.code_files:
@@ -1220,4 +1284,5 @@ def run(request: ForkRequest) -> Any:
         for child in children:
             child.reap(block=False)
         _DYING.extend(children)
-    return _BOUND["text"](_BOUND["wire"].ForkResult(results).to_json())
+    wire = _BOUND["wire"]
+    return _BOUND["text"](wire.ForkResult(results, folder, time.perf_counter() - started).to_json())

@@ -186,6 +186,12 @@ class ForkRequest(Record):
     scratch: str  # where the children's private folders are made
     confine: bool  # each child runs confined: namespaces, a nested Landlock domain and seccomp filter of its own
     snapshot: SnapshotRequest  # the snapshot each child takes of its namespace after its cell
+    # the run rides on a cell's own request: the kernel walks ``root`` before the first fork, sends its entries back
+    # (ForkResult.folder) and puts the children's folders in ``memory`` while their copies take at most
+    # ``memory_bytes`` (else in ``scratch``), as the host cannot look at the folder between the cell and the forks
+    after_cell: bool
+    memory: str | None
+    memory_bytes: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +233,9 @@ class ForkResult(Record):
     """What ``fork.run`` sends back: one result per cell of the request, in order."""
 
     children: list[ChildResult]
+    # with ``after_cell``: every entry of the working folder before the first fork (fork.folder_signature)
+    folder: list[Any] | None
+    seconds: float  # the run's own time in the kernel
 
 
 # The kernel's file that says a cell has finished (``snapshot.announce_snapshot``) holds one record of this many
