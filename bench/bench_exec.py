@@ -32,12 +32,14 @@ speed. And within the scoring run, (wall time
 of the prediction requests - the predictions' own time) / runs, which load
 changes do not bias; and, for scale, what a bare ``os.fork()`` and exit of
 the same kernel costs (the floor of a fork per prediction): taken in the
-scoring kernel itself, in a silent request of its own whose time is left out
-of the scoring run's, just before each forked run of a request of its own, or
-just after the replay cell's request that a forked run rode on (the kernel the
-children were forked from), and averaged over the predictions it is the floor
-of. A run that rides on a cell's request counts as its time the kernel's clock
-of the run and of its check's snapshot, and the host's reading of them.
+scoring kernel itself just before each forked run, in a silent request of its
+own (a run in a request of its own) or as an expression of the replay cell's
+request the run rides on, between the cell's snapshot and the run (the kernel
+the children are forked from), its time left out of the scoring run's, and
+averaged over the predictions it is the floor of. A run that rides on a cell's
+request counts as its time what ``RiddenFork.seconds`` says: from its start in
+the kernel to the reply's arrival (the check and the reply's way back among it,
+which a plain cell's request pays too), and the host's reading of them.
 Medians of 3 repetitions (``--quick``: 1 repetition of shard 0 of 4, about a
 quarter of the trajectories).
 """
@@ -51,7 +53,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +134,14 @@ FORK_FLOOR_EXPRESSION = (
 )
 
 
+# The same, and the seconds it took, as one more user expression of a replay cell's request that a forked run rides
+# on, evaluated after the cell's snapshot and before the run: the kernel as the children are forked from it
+FORK_FLOOR_TIMED_EXPRESSION = (
+    f"(lambda time, started: ({FORK_FLOOR_EXPRESSION}, time.perf_counter() - started))"
+    "(__import__('time'), __import__('time').perf_counter())"
+)
+
+
 def fork_floor(recorder: Any) -> float:
     """Milliseconds of a bare fork and exit of ``recorder``'s kernel as it is now (the median of FLOOR_FORKS)."""
     reply = recorder.request({"floor": FORK_FLOOR_EXPRESSION}, 60).reply
@@ -140,34 +150,48 @@ def fork_floor(recorder: Any) -> float:
 
 @contextlib.contextmanager
 def _floors_before_forks(floors: list[tuple[float, int]], probing: dict[str, list[float]]) -> Iterator[None]:
-    """While it is open, each forked run of exec-score also takes a bare fork of the same kernel at the same step
-    (``fork_floor``), kept in ``floors`` with the number of codes it is the floor of; ``probing`` gets the seconds
-    each took, which the scoring run's times leave out: under ``forks`` those taken inside the time exec-score
-    counts as its forked runs' (before a run of a request of its own), under ``cells`` those outside it (after
-    a run that rode on a replay cell's request, in the kernel the children were forked from)."""
+    """While it is open, each forked run of exec-score also takes a bare fork of the same kernel at the same step,
+    kept in ``floors`` with the number of codes it is the floor of; ``probing`` gets the seconds each took, which
+    the scoring run's times leave out: under ``forks`` those of a run in a request of its own (a request of their
+    own before it, ``fork_floor``, inside the time exec-score counts as the run's), under ``cells`` those of a run
+    that rides on a replay cell's request (an expression of that request just before the run's, timed by the
+    kernel, outside the run's time)."""
     from themisto.kernel.forking import ForkingSession
+    from themisto.kernel.recorder import Recorder
 
     fork_run, run_cell_then_fork = ForkingSession.fork_run, ForkingSession.run_cell_then_fork
-
-    def probe(session: ForkingSession, codes: Sequence[str], where: str) -> None:
-        started = time.perf_counter()
-        floors.append((fork_floor(session.recorder), len(codes)))
-        probing[where].append(time.perf_counter() - started)
+    run_cell_then = Recorder.run_cell_then
+    riding: list[int] = []  # the number of codes of the run riding on the request being sent
 
     def probed_fork_run(session: ForkingSession, codes: Sequence[str]) -> Any:
-        probe(session, codes, "forks")
+        started = time.perf_counter()
+        floors.append((fork_floor(session.recorder), len(codes)))
+        probing["forks"].append(time.perf_counter() - started)
         return fork_run(session, codes)
 
     def probed_run_cell_then_fork(
         session: ForkingSession, code: str, cell_id: str, then_fork: Sequence[str], interrupt_after: float | None = None
     ) -> Any:
-        found = run_cell_then_fork(session, code, cell_id, then_fork, interrupt_after)
-        if found[1] is not None and found[1].results is not None:
-            probe(session, then_fork, "cells")
-        return found
+        riding[:] = [len(then_fork)]
+        try:
+            return run_cell_then_fork(session, code, cell_id, then_fork, interrupt_after)
+        finally:
+            riding.clear()
+
+    def probed_run_cell_then(recorder: Recorder, code: str, cell_id: str, more: Any, *args: Any, **kwargs: Any) -> Any:
+        if "fork" in more and riding:
+            more = {"floor": FORK_FLOOR_TIMED_EXPRESSION, **more}  # after the cell's snapshot, before the run
+        step, execution = run_cell_then(recorder, code, cell_id, more, *args, **kwargs)
+        answer = ((execution.reply or {}).get("content", {}).get("user_expressions", {})).get("floor")
+        if isinstance(answer, dict) and answer.get("status") == "ok":
+            median, seconds = map(float, answer["data"]["text/plain"].strip("()").split(","))
+            floors.append((1000 * median, riding[0]))
+            probing["cells"].append(seconds)
+        return step, execution
 
     ForkingSession.fork_run = probed_fork_run  # type: ignore[method-assign,assignment]
     ForkingSession.run_cell_then_fork = probed_run_cell_then_fork  # type: ignore[method-assign,assignment]
+    Recorder.run_cell_then = probed_run_cell_then  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
@@ -175,6 +199,7 @@ def _floors_before_forks(floors: list[tuple[float, int]], probing: dict[str, lis
             fork_run,
             run_cell_then_fork,
         )
+        Recorder.run_cell_then = run_cell_then  # type: ignore[method-assign]
 
 
 class _Lockstep:
@@ -230,16 +255,21 @@ def _trimmed_mean(values: Sequence[float]) -> float:
     return statistics.fmean(kept) if kept else 0.0
 
 
-def _excess(scoring: Sequence[float], replay: Sequence[float], wanted: Container[int]) -> float:
-    """Seconds by which the scoring's turns exceed its replay's, paired step by step (see ``_side_by_side``)."""
+def _excess(
+    scoring: Sequence[float], replay: Sequence[float], wanted: Container[int], ridden: Mapping[int, float]
+) -> float:
+    """Seconds by which the scoring's turns exceed its replay's, paired step by step (see ``_side_by_side``);
+    ``ridden``: by step, the seconds of a forked run that rode on that step's cell request (``RiddenFork.seconds``)."""
     if len(replay) != len(scoring):
         raise RuntimeError(f"{len(scoring)} turns of the scoring, {len(replay)} of its replay")
     whole, after, rest = 0.0, list[float](), list[float]()
     for number, (mine, theirs) in enumerate(zip(scoring, replay, strict=True)):
-        if number in (0, len(replay) - 1) or number in wanted or number + 1 in wanted:
+        if number in (0, len(replay) - 1) or number in wanted:
             whole += mine - theirs
         else:
-            (after if number - 1 in wanted else rest).append(mine - theirs)
+            ride = ridden.get(number, 0.0)
+            whole += ride
+            (after if number - 1 in wanted else rest).append(mine - theirs - ride)
     return whole + sum(len(group) * _trimmed_mean(group) for group in (after, rest))
 
 
@@ -247,9 +277,10 @@ def _side_by_side(plans: list[Any], recorded: dict[str, Any], options: Any, repe
     """Per trajectory, its replay and its scoring (``score_trajectory``) in lockstep, which goes first alternating:
     the seconds of each side's turns, by how many the scoring's exceed the replay's, and the scoring's own figures.
 
-    The turns are paired step by step (``_excess``). The first and the last (the kernels' starts and ends), those
-    of the steps with predictions and those of the steps before them (whose cell's request the next step's
-    predictions ride on, ``ForkingSession.run_cell_then_fork``) count whole. The steps with none, the step after each such step apart from the
+    The turns are paired step by step (``_excess``). The first and the last (the kernels' starts and ends) and those
+    of the steps with predictions count whole; of a step whose cell's request the next step's forked run rode on
+    (``ForkingSession.run_cell_then_fork``), that run's own time (``RiddenFork.seconds``) counts whole, and the rest
+    of its difference as a step with none. The steps with none, the step after each such step apart from the
     rest, count as their number times their trimmed mean difference (``_trimmed_mean``): a shift most of them
     share (the faults a fork leaves the replay) counts, and a cell that one side ran at the machine's slower speed
     (an import took 0.63 to 1.36 s of CPU in fresh kernels of one kind) does not outweigh the forks.
@@ -257,9 +288,9 @@ def _side_by_side(plans: list[Any], recorded: dict[str, Any], options: Any, repe
     totals = {"replay": 0.0, "scoring": 0.0, "excess": 0.0, "own": 0.0, "runs": 0.0, "restores": 0.0}
     for index, plan in enumerate(plans):
         first = "replay" if (index + repetition) % 2 == 0 else "scoring"
-        turns, figures = _in_lockstep(plan, recorded, options, first)
+        turns, figures, ridden = _in_lockstep(plan, recorded, options, first)
         try:
-            totals["excess"] += _excess(turns["scoring"], turns["replay"], plan.wanted)
+            totals["excess"] += _excess(turns["scoring"], turns["replay"], plan.wanted, ridden)
         except RuntimeError as exc:
             raise RuntimeError(f"{plan.trajectory_id}: {exc}") from None
         totals["replay"] += sum(turns["replay"])
@@ -271,14 +302,24 @@ def _side_by_side(plans: list[Any], recorded: dict[str, Any], options: Any, repe
 
 def _in_lockstep(
     plan: Any, recorded: dict[str, Any], options: Any, first: str
-) -> tuple[dict[str, list[float]], dict[str, float]]:
+) -> tuple[dict[str, list[float]], dict[str, float], dict[int, float]]:
     """One trajectory's replay and scoring, each in a thread and a kernel of its own, a step at a time
-    (``_Lockstep``), ``first`` first: the seconds of each side's turns, and the scoring's own figures."""
+    (``_Lockstep``), ``first`` first: the seconds of each side's turns, the scoring's own figures, and by step the
+    seconds of each forked run that rode on the step's cell request."""
     from themisto.evaluation.exec import score_trajectory
+    from themisto.kernel.forking import ForkingSession
 
     turns = _Lockstep((first, "scoring" if first == "replay" else "replay"))
     figures: dict[str, float] = {}
     failures: list[BaseException] = []
+    ridden: dict[int, float] = {}
+    run_cell_then_fork = ForkingSession.run_cell_then_fork
+
+    def noted_run_cell_then_fork(session: ForkingSession, *args: Any, **kwargs: Any) -> Any:
+        step, ride = run_cell_then_fork(session, *args, **kwargs)
+        if ride is not None:  # the scoring's turns ended so far: the steps before this one
+            ridden[len(turns.turns["scoring"])] = ride.seconds
+        return step, ride
 
     def replay() -> None:
         _replay([plan], recorded, options, on_step=lambda: turns.step("replay"))
@@ -306,13 +347,17 @@ def _in_lockstep(
             turns.end(name)
 
     threads = [threading.Thread(target=take_turns, args=pair) for pair in (("replay", replay), ("scoring", scoring))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    ForkingSession.run_cell_then_fork = noted_run_cell_then_fork  # type: ignore[method-assign,assignment]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        ForkingSession.run_cell_then_fork = run_cell_then_fork  # type: ignore[method-assign]
     if failures:
         raise failures[0]
-    return turns.turns, figures
+    return turns.turns, figures, ridden
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:

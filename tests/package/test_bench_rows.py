@@ -73,25 +73,33 @@ def test_exec_sides_alternate_a_step_each_and_count_only_their_own_turns() -> No
     assert [len(times) for times in turns.turns.values()] == [4, 6]
 
 
-def test_exec_excess_counts_forked_steps_whole_and_a_shared_shift_but_not_one_slow_cell() -> None:
+def test_exec_excess_counts_forked_steps_and_ridden_runs_whole_and_a_shared_shift_but_not_one_slow_cell() -> None:
     excess = bench_module("bench_exec")._excess
     replay = [0.5] + [0.1] * 40 + [0.05]  # the kernel's start with the first cell, 40 cells, its end
     forked = {10, 20}
     scoring = list(replay)
     for step in forked:
         scoring[step] += 0.03  # the forked runs
-    assert abs(excess(scoring, replay, forked) - 0.06) < 1e-9
+    assert abs(excess(scoring, replay, forked, {}) - 0.06) < 1e-9
     # one cell the machine ran 0.8 s slower on the scoring's side, another 0.5 s slower on the replay's
     noisy = list(scoring)
     noisy[5] += 0.8
     replay_noisy = list(replay)
     replay_noisy[30] += 0.5
-    assert abs(excess(noisy, replay_noisy, forked) - 0.06) < 1e-9
+    assert abs(excess(noisy, replay_noisy, forked, {}) - 0.06) < 1e-9
     # every cell 2 ms slower after the forks (the faults they leave): counted, 38 cells of them
     shifted = [time + (0.002 if 0 < step < 41 and step not in forked else 0.0) for step, time in enumerate(scoring)]
-    assert abs(excess(shifted, replay, forked) - (0.06 + 38 * 0.002)) < 1e-9
+    assert abs(excess(shifted, replay, forked, {}) - (0.06 + 38 * 0.002)) < 1e-9
     # the two steps right after the forks, 40 ms slower each: kept apart from the rest, not trimmed away
     after = [time + (0.04 if step in (11, 21) else 0.0) for step, time in enumerate(scoring)]
-    assert abs(excess(after, replay, forked) - 0.14) < 1e-9
+    assert abs(excess(after, replay, forked, {}) - 0.14) < 1e-9
     # the kernels' starts count whole
-    assert abs(excess([0.9, *scoring[1:]], replay, forked) - 0.46) < 1e-9
+    assert abs(excess([0.9, *scoring[1:]], replay, forked, {}) - 0.46) < 1e-9
+    # runs that ride on the request of the cell before their step: their kernel time counts whole, not trimmed away
+    # (two of 38 steps), and the rest of that step's difference as a step's with none: a slow cell there is not
+    ridden = [time + (0.03 if step + 1 in forked else 0.0) for step, time in enumerate(replay)]
+    ridden[9] += 0.6
+    assert abs(excess(ridden, replay, forked, {9: 0.03, 19: 0.03}) - 0.06) < 1e-9
+    # nor a shift that every step after its predictions shares, which the kernel's clock misses
+    shared = [time + (0.002 if 0 < step < 41 and step not in forked else 0.0) for step, time in enumerate(ridden)]
+    assert abs(excess(shared, replay, forked, {9: 0.03, 19: 0.03}) - (0.06 + 38 * 0.002)) < 1e-9

@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,7 +57,9 @@ class RiddenFork:
     results: list[wire.ChildResult] | None  # None: no result to use (the run broke, or its answer was unreadable)
     checkpoint: Checkpoint | None  # the replay as the children were forked from it; None: not known
     broken: bool  # the kernel stopped or overran during the run, after the cell: it was restarted, the replay lost
-    seconds: float  # the run's and its check's own time in the kernel
+    # the run's time, from its start in the kernel to the reply's arrival (the check and the reply's way back with
+    # them), and the host's reading of it
+    seconds: float
 
 
 def folder_bytes(root: Path) -> int:
@@ -199,15 +202,15 @@ class ForkingSession:
         self, code: str, cell_id: str, then_fork: Sequence[str], interrupt_after: float | None = None
     ) -> tuple[Step, RiddenFork | None]:
         """The replay's cell, recorded; then, in the same request, ``then_fork`` run in forked children and the
-        check that they left the replay alone, where :attr:`folds` (None: they did not run, the cell raised or
-        was stopped).
+        check that they left the replay alone, where :attr:`folds` and no user interrupts the cell (None: they did
+        not run, the cell raised or was stopped).
 
         The children are forked from the replay as the cell left it, as a request of their own would, one round
         trip sooner: the kernel walks the working folder before its first fork (the check's "before"), the
         children's snapshots name the generation the cell's snapshot makes, and the check's snapshot follows the
         run (confined children reach none of the kernel's channels, see :meth:`fork_execution`).
         """
-        if not then_fork or not self.folds:
+        if not then_fork or not self.folds or interrupt_after is not None:  # an interrupt could land in the run
             return self.run_cell(code, cell_id, interrupt_after), None
         known = self.recorder.known_generation()
         named = known + 1 if known >= 0 else -1  # what the cell's snapshot makes; -1: everything in full
@@ -221,6 +224,7 @@ class ForkingSession:
         finally:
             for path in request.code_files:  # the kernel deletes them; not if it never got to them
                 Path(path).unlink(missing_ok=True)
+        read = time.perf_counter()
         answers = (execution.reply or {}).get("content", {}).get("user_expressions", {})
         began = execution.more_started or "fork" in answers  # ipykernel evaluates nothing after a cell that raised
         if began and (execution.broken or execution.timed_out):
@@ -240,11 +244,11 @@ class ForkingSession:
             self._after_fork = None
             return step, RiddenFork(None, checkpoint, False, 0.0)
         self._after_fork = self.recorder.read_snapshot(execution, "check")
-        seconds = answer.seconds + self._after_fork.seconds
+        ran = max((execution.replied_at or answer.began) - answer.began, 0.0)
         # the step's time is the cell's: the request's, less its snapshot's (the recorder's) and the run's
-        step = replace(step, execution_time=round(max(step.execution_time - seconds, 0.0), 6))
+        step = replace(step, execution_time=round(max(step.execution_time - ran, 0.0), 6))
         results = answer.children if len(answer.children) == len(then_fork) else None
-        return step, RiddenFork(results, checkpoint, False, seconds)
+        return step, RiddenFork(results, checkpoint, False, ran + time.perf_counter() - read)
 
     @property
     def folds(self) -> bool:

@@ -83,6 +83,7 @@ class Execution:
     timed_out_at: float | None = None  # seconds from the request to the recorder's interrupt for --timeout
     # the cell and its snapshot ended and the request's further user expressions began (``more_seconds``)
     more_started: bool = False
+    replied_at: float | None = None  # the wall clock (time.time) when the reply came
 
     @property
     def broken(self) -> bool:
@@ -320,7 +321,7 @@ class KernelSession:
             if client.shell_channel.socket in ready:
                 msg = _message(client.shell_channel)
                 if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
-                    execution.reply = msg
+                    execution.reply, execution.replied_at = msg, time.time()
                     execution.elapsed = time.monotonic() - started
                     silent_after = None
             if client.iopub_channel.socket in ready:

@@ -79,9 +79,9 @@ def test_every_result_a_child_can_send_is_a_child_result(monkeypatch: pytest.Mon
     # the cell's time is at most what the parent saw
     assert fork._outcome([ran.to_json(), fork.ACK_FRAME], False, 0, 1.0, 0.25).seconds == 0.25
     for folder in (None, [["a.csv", 0o100644, 3, 1_700_000_000_000_000_000]]):
-        answer = wire.ForkResult(made, folder, 0.5).to_json()
+        answer = wire.ForkResult(made, folder, 1_800_000_000.5).to_json()
         # what the host decodes, field for field
-        assert wire.ForkResult.from_json(answer) == wire.ForkResult(made, folder, 0.5)
+        assert wire.ForkResult.from_json(answer) == wire.ForkResult(made, folder, 1_800_000_000.5)
     with pytest.raises(wire.WireError, match="snapshot"):
         wire.ChildResult.from_dict({**json.loads(made[0].to_json()), "snapshot": 3})
 

@@ -301,7 +301,7 @@ class _Replay:
             self.session.skip_stopped()
             self.fresh = True
             return None, {}
-        codes = self._ridable(step, following, wanted)
+        codes = self._ridable(following, wanted)
         # the user's interrupt too: a cell they stopped must not run on and leave another state
         replayed, ridden = self.session.run_cell_then_fork(
             step.code, step.cell_id, codes, interrupt_after=step.interrupt_after
@@ -314,13 +314,11 @@ class _Replay:
         self.result.fork_seconds += ridden.seconds + time.perf_counter() - started
         return again or replayed, dict(zip(codes, outcomes, strict=True)) if outcomes is not None else {}
 
-    def _ridable(self, step: RecordedStep, following: RecordedStep | None, wanted: dict[int, list[str]]) -> list[str]:
-        """The codes of the ``following`` step that may be forked on ``step``'s cell request: none where the kernel
-        restarts between them, the user interrupted the cell, or the session cannot fold (blank codes are known
-        without a fork, :meth:`_predictions`)."""
-        if following is None or not self.folding or not self.session.folds:
-            return []
-        if following.restarted or following.recording_stopped or step.interrupt_after is not None:
+    def _ridable(self, following: RecordedStep | None, wanted: dict[int, list[str]]) -> list[str]:
+        """The codes of the ``following`` step that may be forked on the request of the cell before it (where the
+        session can, :meth:`ForkingSession.run_cell_then_fork`): none where the kernel restarts between them or the
+        riding ended (blank codes are known without a fork, :meth:`_predictions`)."""
+        if following is None or not self.folding or following.restarted or following.recording_stopped:
             return []
         return [code for code in wanted.get(following.step, []) if code.strip()]
 

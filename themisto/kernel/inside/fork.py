@@ -1212,7 +1212,7 @@ def run(request: ForkRequest) -> Any:
     at the next request, so their exits (unmapping a copy of a large kernel) and the deletions overlap the next cells
     and the next child's readiness.
     """
-    started = time.perf_counter()
+    began = time.time()
     folder = None
     if request.after_cell:
         # the replay's cell has just run in this request: the folder as it left it is the check's "before", and
@@ -1285,4 +1285,4 @@ def run(request: ForkRequest) -> Any:
             child.reap(block=False)
         _DYING.extend(children)
     wire = _BOUND["wire"]
-    return _BOUND["text"](wire.ForkResult(results, folder, time.perf_counter() - started).to_json())
+    return _BOUND["text"](wire.ForkResult(results, folder, began).to_json())

@@ -235,7 +235,7 @@ class ForkResult(Record):
     children: list[ChildResult]
     # with ``after_cell``: every entry of the working folder before the first fork (fork.folder_signature)
     folder: list[Any] | None
-    seconds: float  # the run's own time in the kernel
+    began: float  # the kernel's wall clock (time.time) when the run began
 
 
 # The kernel's file that says a cell has finished (``snapshot.announce_snapshot``) holds one record of this many
