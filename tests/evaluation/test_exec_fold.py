@@ -78,6 +78,18 @@ def _scored(
     return lines, report, sent[0]
 
 
+def _both_ways(
+    tmp_path: Path, cells: list[str], predictions: dict[int, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[tuple[str, int], tuple[Any, ...]], ExecReport, ExecReport, int]:
+    """``predictions`` on the trajectory of ``cells``, scored with their runs riding on the cells' requests and
+    without: the scored lines, the same both ways (asserted); both reports; how many requests fewer riding sent."""
+    recorded = _recorded(tmp_path, cells)
+    folded, report, sent = _scored(tmp_path, "folded", recorded, predictions, monkeypatch, folds=True)
+    apart, apart_report, apart_sent = _scored(tmp_path, "apart", recorded, predictions, monkeypatch, folds=False)
+    assert folded == apart
+    return folded, report, apart_report, apart_sent - sent
+
+
 def _restores(report: ExecReport) -> int:
     """How many times the replay was rebuilt from its start, over the trajectories scored."""
     return sum(trajectory.restores for trajectory in report.trajectories)
@@ -93,7 +105,6 @@ def test_a_fold_scores_as_a_request_of_its_own_with_one_round_trip_fewer_a_step(
         "df['a'].sum() + counter",
         "del df\nnames = sorted(name for name in globals() if name in ('df', 'counter'))",
     ]
-    recorded = _recorded(tmp_path, cells)
     predictions = {
         1: ["counter", "counter = 11", ""],
         # the developer's cell, where the file the cell before wrote is there
@@ -105,11 +116,9 @@ def test_a_fold_scores_as_a_request_of_its_own_with_one_round_trip_fewer_a_step(
         3: ["df['a'].sum() + counter", "print(counter)"],
         4: [cells[4], "names = 1"],
     }
-    folded, report, sent = _scored(tmp_path, "folded", recorded, predictions, monkeypatch, folds=True)
-    apart, apart_report, apart_sent = _scored(tmp_path, "apart", recorded, predictions, monkeypatch, folds=False)
-    assert folded == apart
+    folded, report, apart_report, fewer = _both_ways(tmp_path, cells, predictions, monkeypatch)
     # every step with predictions after the first cell: its fork rode on the cell's request
-    assert apart_sent - sent == len(predictions)
+    assert fewer == len(predictions)
     assert (report.executions, _restores(report)) == (apart_report.executions, 0)
     # the cell before a fork changed the folder and the namespace, the children neither
     assert folded["m0", 2][:5] == (1, 1, 1, False, False)
@@ -126,11 +135,8 @@ def test_a_childs_logging_handler_prints_none_of_the_replays_unsent_output(
         "print('the replay cell says this last')\nsys.stderr.write('and this\\n');",
         "log.warning('developer')",
     ]
-    recorded = _recorded(tmp_path, cells)
     predictions = {2: ["log.warning('model')", "log.warning('developer')"]}
-    folded, _, _ = _scored(tmp_path, "folded", recorded, predictions, monkeypatch, folds=True)
-    apart, _, _ = _scored(tmp_path, "apart", recorded, predictions, monkeypatch, folds=False)
-    assert folded == apart
+    folded, _, _, _ = _both_ways(tmp_path, cells, predictions, monkeypatch)
     # the handler holds the kernel's stream from before the fork: in the child it flushes what it holds at once
     assert folded["m1", 2][:2] == (1, 1) and folded["m0", 2][:2] == (1, 0)
 
@@ -141,11 +147,8 @@ def test_a_child_that_writes_the_replays_folder_through_an_open_file_is_caught_i
     # Landlock checks a file's opening, so a child writes where the replay holds a file open: only the check of the
     # folder after the run sees it, against the folder as the kernel found it after the cell, before its forks
     cells = ["held = open('held.txt', 'a')", "open('other.txt', 'w').write('x')\nn = 1", "n"]
-    recorded = _recorded(tmp_path, cells)
     predictions = {2: ["n", "held.write('tampered'); held.flush()", "n + 1"]}
-    folded, report, _ = _scored(tmp_path, "folded", recorded, predictions, monkeypatch, folds=True)
-    apart, _, _ = _scored(tmp_path, "apart", recorded, predictions, monkeypatch, folds=False)
-    assert folded == apart
+    folded, report, _, _ = _both_ways(tmp_path, cells, predictions, monkeypatch)
     assert folded["m1", 2][4:] == (True, "Tampered: the prediction changed the replay's working folder")
     assert folded["m0", 2][:3] == (1, 1, 1) and folded["m2", 2][:2] == (1, 0)
     assert _restores(report) >= 1
@@ -160,11 +163,8 @@ def test_a_fork_module_the_notebook_broke_scores_as_apart_and_ends_the_folding(
         "a + 1",
         "a + 2",
     ]
-    recorded = _recorded(tmp_path, cells)
     predictions = {1: ["a = 1"], 2: ["a + 1"], 3: ["a + 2"]}
-    folded, report, _ = _scored(tmp_path, "folded", recorded, predictions, monkeypatch, folds=True)
-    apart, apart_report, _ = _scored(tmp_path, "apart", recorded, predictions, monkeypatch, folds=False)
-    assert folded == apart
+    folded, report, apart_report, _ = _both_ways(tmp_path, cells, predictions, monkeypatch)
     assert folded["m0", 2][5] == "KernelError: malformed answer from the kernel"
     # the unreadable answer could not say the folder was left alone: the replay was rebuilt once, then no run rode
     assert (_restores(report), _restores(apart_report)) == (1, 0)
@@ -178,11 +178,8 @@ def test_a_kernel_that_dies_during_a_fold_is_rebuilt_and_its_cell_replayed_again
         "y = 2\nprint('y is set')",
         "y",
     ]
-    recorded = _recorded(tmp_path, cells)
     predictions = {1: ["y = 2"], 2: ["y", "y + 1"]}
-    folded, report, _ = _scored(tmp_path, "folded", recorded, predictions, monkeypatch, folds=True)
-    apart, apart_report, _ = _scored(tmp_path, "apart", recorded, predictions, monkeypatch, folds=False)
-    assert folded == apart
+    folded, report, apart_report, _ = _both_ways(tmp_path, cells, predictions, monkeypatch)
     # step 1 is scored against its cell replayed again (the request that died took its snapshot): not diverged
     assert [folded[model, 2][3:5] for model in ("m0", "m1", REFERENCE_MODEL)] == [(False, True)] * 3
     assert [folded[model, 1][3:5] for model in ("m0", REFERENCE_MODEL)] == [(False, True)] * 2
