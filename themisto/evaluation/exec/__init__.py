@@ -27,9 +27,11 @@ Each line also names ``example_id``, ``trajectory_id`` and ``step``.
 
 One replay per trajectory, one fork per prediction: each trajectory involved
 is replayed once, in one kernel, up to its last step with a prediction; before
-the developer's cell of a step where predictions wait, one silent request runs
-all of them (distinct codes only, the developer's own cell first) through
-:mod:`themisto.kernel.inside.fork`: the kernel forks itself per prediction, the
+the developer's cell of a step where predictions wait, one request runs all of
+them (distinct codes only, the developer's own cell first) through
+:mod:`themisto.kernel.inside.fork`, a silent one of its own or, in the sandbox,
+mostly the request of the replay cell before the step, after that cell and its
+snapshot: the kernel forks itself per prediction, the
 child runs it with its output captured, sends back its output and namespace
 snapshot, and exits; the parent's state is untouched. Then the developer's cell
 runs in the parent, which gives the reference output and state and moves the
