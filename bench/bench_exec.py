@@ -182,7 +182,7 @@ def _floors_before_forks(floors: list[tuple[float, int]], probing: dict[str, lis
         if "fork" in more and riding:
             more = {"floor": FORK_FLOOR_TIMED_EXPRESSION, **more}  # after the cell's snapshot, before the run
         step, execution = run_cell_then(recorder, code, cell_id, more, *args, **kwargs)
-        answer = ((execution.reply or {}).get("content", {}).get("user_expressions", {})).get("floor")
+        answer = execution.user_expressions.get("floor")
         if isinstance(answer, dict) and answer.get("status") == "ok":
             median, seconds = map(float, answer["data"]["text/plain"].strip("()").split(","))
             floors.append((1000 * median, riding[0]))

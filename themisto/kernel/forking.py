@@ -222,10 +222,9 @@ class ForkingSession:
                 code, cell_id, more, self._fork_limit(len(then_fork), len(more)), interrupt_after=interrupt_after
             )
         finally:
-            for path in request.code_files:  # the kernel deletes them; not if it never got to them
-                Path(path).unlink(missing_ok=True)
+            _remove_code_files(request)
         read = time.perf_counter()
-        answers = (execution.reply or {}).get("content", {}).get("user_expressions", {})
+        answers = execution.user_expressions
         began = execution.more_started or "fork" in answers  # ipykernel evaluates nothing after a cell that raised
         if began and (execution.broken or execution.timed_out):
             # the kernel died or overran after the cell (an interrupt read past the snapshot's end among them): the
@@ -323,8 +322,7 @@ class ForkingSession:
         try:
             return self.recorder.request(expressions, self._fork_limit(len(codes), len(expressions)))
         finally:
-            for path in request.code_files:  # the kernel deletes them; not if it never got to them
-                Path(path).unlink(missing_ok=True)
+            _remove_code_files(request)
 
     def _fork_limit(self, count: int, expressions: int) -> float:
         """Seconds a request of ``expressions`` user expressions, one a forked run of ``count`` codes, may take.
@@ -344,15 +342,13 @@ class ForkingSession:
             return None
         if self._checks_in_fork_request:
             self._after_fork = self.recorder.read_snapshot(execution)
-        answer = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get("fork")
+        answer = execution.user_expressions.get("fork")
         if not isinstance(answer, dict) or answer.get("status") != "ok":
             # notebook code broke os.fork or the module (or the request timed out and was interrupted)
             evalue = answer.get("evalue", "no answer") if isinstance(answer, dict) else "no answer"
             return [wire.fault("fault", "KernelError", f"the forked run failed: {evalue}")] * len(codes)
-        try:
-            results = wire.ForkResult.from_json(answer["data"]["text/plain"]).children
-        except (KeyError, TypeError, ValueError):
-            results = []
+        parsed = _fork_answer(answer)
+        results = parsed.children if parsed is not None else []
         if len(results) != len(codes):
             return [wire.fault("fault", "KernelError", "malformed answer from the kernel")] * len(codes)
         return results
@@ -383,6 +379,12 @@ class ForkingSession:
         if now.error is not None or not _same_state(now.variables, checkpoint.namespace):
             return "the replay's namespace"
         return None
+
+
+def _remove_code_files(request: wire.ForkRequest) -> None:
+    """Delete the code files of ``request``: the kernel deletes them, not if it never got to them."""
+    for path in request.code_files:
+        Path(path).unlink(missing_ok=True)
 
 
 def _fork_answer(answer: object) -> wire.ForkResult | None:

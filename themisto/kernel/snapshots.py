@@ -86,7 +86,7 @@ class SnapshotReader:
     def read(self, execution: Execution, step: int, name: str = "snapshot") -> Snapshot | None:
         """The checked snapshot of the expression ``name`` in ``execution``'s reply for ``step``; None if it was not
         evaluated."""
-        result = (execution.reply or {}).get("content", {}).get("user_expressions", {}).get(name)
+        result = execution.user_expressions.get(name)
         if result is None:
             return None
         if not isinstance(result, dict) or result.get("status") != "ok":

@@ -86,6 +86,12 @@ class Execution:
     replied_at: float | None = None  # the wall clock (time.time) when the reply came
 
     @property
+    def user_expressions(self) -> dict[str, Any]:
+        """The answers to the request's user expressions, by name (none where no reply came)."""
+        answers: dict[str, Any] = (self.reply or {}).get("content", {}).get("user_expressions", {})
+        return answers
+
+    @property
     def broken(self) -> bool:
         """The kernel has to be restarted: it died, ignored the interrupt or stopped handling requests."""
         return self.died or self.wedged or self.unresponsive is not None
